@@ -1,0 +1,13 @@
+// ctformer — a Transformer decoder layer as a C++20 type. Include this one header.
+#pragma once
+#include "attention.hpp"
+#include "config.hpp"
+#include "dropout.hpp"
+#include "layer.hpp"
+#include "masks.hpp"
+#include "params.hpp"
+#include "policies.hpp"
+#include "safetensors.hpp"
+#include "tensor.hpp"
+
+namespace ct = ctformer;

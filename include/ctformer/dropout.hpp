@@ -1,0 +1,92 @@
+// ctformer/dropout.hpp — reproducible dropout from a counter-based RNG (Philox-4x32-10).
+//
+// Each element's random number is a pure function of (seed, step, site, row, column), so a run is
+// reproducible, independent of vector width, tiling or thread count, and the step API draws the
+// same numbers for a row as the full forward does.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace ctformer {
+
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
+    constexpr std::uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+    for (int round = 0; round < 10; ++round) {
+        const std::uint64_t p0 = std::uint64_t{M0} * c[0], p1 = std::uint64_t{M1} * c[2];
+        const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+        const std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+        c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+        k[0] += W0;
+        k[1] += W1;
+    }
+    return c;
+}
+
+// The six dropout sites of torch.nn.TransformerDecoderLayer (decoder-only blocks use four).
+enum class dropout_site : std::uint32_t { self_attn_weights, self_attn_out, cross_attn_weights, cross_attn_out,
+                                          ffn_activation, ffn_out };
+
+// Probabilities as Paddle splits them: p for the residual branches, attn_p for attention weights,
+// act_p after the FFN activation; a negative value means "same as p". seed and step select the
+// random stream: use a new step per training iteration.
+struct dropout_config {
+    float p = 0.1f;
+    float attn_p = -1.0f;
+    float act_p = -1.0f;
+    std::uint64_t seed = 0;
+    std::uint32_t step = 0;
+};
+
+// Training-mode dropout: x[j] = keep ? x[j] / (1 - p) : 0 with P(keep) = 1 - p.
+class dropout_rng {
+  public:
+    explicit dropout_rng(const dropout_config& c)
+        : key_{static_cast<std::uint32_t>(c.seed), static_cast<std::uint32_t>(c.seed >> 32)}, step_(c.step),
+          p_{c.p, c.attn_p < 0 ? c.p : c.attn_p, c.act_p < 0 ? c.p : c.act_p} {}
+
+    static constexpr bool enabled = true;
+
+    float probability(dropout_site s) const {
+        switch (s) {
+            case dropout_site::self_attn_weights:
+            case dropout_site::cross_attn_weights: return p_[1];
+            case dropout_site::ffn_activation: return p_[2];
+            default: return p_[0];
+        }
+    }
+
+    // x: (n), the row'th row of the site's tensor (row numbering is fixed by the layer).
+    template <class T> void apply(T* x, std::size_t n, dropout_site site, std::uint64_t row) const {
+        const float p = probability(site);
+        if (p <= 0.0f) return;
+        if (p >= 1.0f) {
+            for (std::size_t j = 0; j < n; ++j) x[j] = T(0);
+            return;
+        }
+        // keep iff u >= p * 2^32, u uniform on [0, 2^32)
+        const std::uint64_t threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        const T scale = T(1) / (T(1) - static_cast<T>(p));
+        for (std::size_t j0 = 0; j0 < n; j0 += 4) {
+            const auto r = philox4x32({static_cast<std::uint32_t>(j0 / 4), static_cast<std::uint32_t>(row),
+                                       static_cast<std::uint32_t>(row >> 32) ^ (static_cast<std::uint32_t>(site) << 24),
+                                       step_},
+                                      key_);
+            for (std::size_t i = 0; i < 4 && j0 + i < n; ++i) x[j0 + i] = r[i] >= threshold ? x[j0 + i] * scale : T(0);
+        }
+    }
+
+  private:
+    std::array<std::uint32_t, 2> key_;
+    std::uint32_t step_;
+    float p_[3];
+};
+
+// Eval mode: dropout is exactly the identity and costs nothing.
+struct no_dropout {
+    static constexpr bool enabled = false;
+    template <class T> void apply(T*, std::size_t, dropout_site, std::uint64_t) const {}
+};
+
+}  // namespace ctformer

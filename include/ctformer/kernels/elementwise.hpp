@@ -1,0 +1,75 @@
+// ctformer/kernels/elementwise.hpp — applying a functor to vectors, and vector-wide row ops.
+#pragma once
+#include <cstddef>
+#include <type_traits>
+
+#include "../simd.hpp"
+
+namespace ctformer::kernels {
+
+struct identity_op {
+    template <class V> V operator()(const V& x) const { return x; }
+};
+
+// Applies a functor to a vector; a user functor that only accepts scalars is applied lane by lane.
+template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
+    if constexpr (std::is_invocable_r_v<simd::vec<T>, const F&, simd::vec<T>>) {
+        return f(v);
+    } else {
+        alignas(64) T tmp[simd::width<T>];
+        simd::store(tmp, v);
+        for (std::size_t i = 0; i < simd::width<T>; ++i) tmp[i] = static_cast<T>(f(tmp[i]));
+        return simd::load(tmp);
+    }
+}
+
+// x: (n) -> x: (n), x[i] = f(x[i])
+template <class T, class F> inline void map_inplace(T* x, std::size_t n, const F& f) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) simd::store(x + i, apply_vec<T>(f, simd::load(x + i)));
+    for (; i < n; ++i) x[i] = static_cast<T>(f(x[i]));
+}
+
+// y: (n) += x: (n)
+template <class T> inline void add_inplace(T* y, const T* x, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) simd::store(y + i, simd::load(y + i) + simd::load(x + i));
+    for (; i < n; ++i) y[i] += x[i];
+}
+
+// y: (n) = a: (n) + b: (n)
+template <class T> inline void add(T* y, const T* a, const T* b, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) simd::store(y + i, simd::load(a + i) + simd::load(b + i));
+    for (; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+// Horizontal sum of x: (n), vector accumulators, one horizontal reduction at the end.
+template <class T> inline T sum(const T* x, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    simd::vec<T> acc(T(0));
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) acc += simd::load(x + i);
+    T s = simd::hsum<T>(acc);
+    for (; i < n; ++i) s += x[i];
+    return s;
+}
+
+// Horizontal max of x: (n), n >= 1.
+template <class T> inline T max(const T* x, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    T m = x[0];
+    if (n >= W) {
+        simd::vec<T> acc = simd::load(x);
+        for (i = W; i + W <= n; i += W) acc = simd::vmax(acc, simd::load(x + i));
+        m = simd::hmax<T>(acc);
+    }
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+}  // namespace ctformer::kernels

@@ -1,0 +1,112 @@
+// ctformer/kernels/gemm.hpp — the GEMM every module uses.
+//
+//   c: (M, N) = a: (M, K) · b: (K, N) [+ bias: (N)] then act elementwise.
+//
+// b is row-major along N: weights are stored transposed (PyTorch's W: (N, K) as Wᵀ: (K, N)) when
+// loaded, so the micro-kernel broadcasts one a[m, k] and multiplies it with contiguous vectors of
+// b's row k. The register tile (MR rows x NV vectors) is chosen at compile time from the vector
+// width; K is blocked by KC so a (KC x NR) panel of b stays in L1 while every row tile passes.
+#pragma once
+#include <cstddef>
+#include <utility>
+
+#include "elementwise.hpp"
+
+namespace ctformer::kernels {
+
+template <class T> struct gemm_tile {
+    static constexpr std::size_t W = simd::width<T>;
+    // AVX-512 has 32 registers: 12x2 accumulators; AVX2/SSE/NEON 16: 6x2; scalar: 4x4.
+    static constexpr std::size_t NV = W == 1 ? 4 : 2;
+    static constexpr std::size_t MR = W == 1 ? 4 : (W * sizeof(T) >= 64 ? 12 : 6);
+    static constexpr std::size_t NR = NV * W;
+    static constexpr std::size_t KC = 256;
+};
+
+namespace detail {
+
+// One register tile: c[0..R, 0..V*W) (+)= a[0..R, k0..k1) · b[k0..k1, 0..V*W).
+// first: start from bias (or zero) instead of c; last: apply act before storing.
+template <class T, std::size_t R, std::size_t V, class Act>
+inline void micro_tile(std::size_t kc, const T* a, std::size_t lda, const T* b, std::size_t ldb, T* c,
+                       std::size_t ldc, const T* bias, bool first, bool last, const Act& act) {
+    constexpr std::size_t W = simd::width<T>;
+    using vt = simd::vec<T>;
+    vt acc[R][V];
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t v = 0; v < V; ++v)
+            acc[r][v] = first ? (bias ? simd::load(bias + v * W) : vt(T(0))) : simd::load(c + r * ldc + v * W);
+    for (std::size_t k = 0; k < kc; ++k) {
+        vt bv[V];
+        for (std::size_t v = 0; v < V; ++v) bv[v] = simd::load(b + k * ldb + v * W);
+        for (std::size_t r = 0; r < R; ++r) {
+            const vt ar(a[r * lda + k]);
+            for (std::size_t v = 0; v < V; ++v) acc[r][v] = simd::fma<T>(ar, bv[v], acc[r][v]);
+        }
+    }
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t v = 0; v < V; ++v)
+            simd::store(c + r * ldc + v * W, last ? apply_vec<T>(act, acc[r][v]) : acc[r][v]);
+}
+
+// Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
+template <class T, std::size_t V, class Act, std::size_t... Rs>
+inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
+                       const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool first, bool last,
+                       const Act& act) {
+    ((rows == Rs + 1 ? (micro_tile<T, Rs + 1, V>(kc, a, lda, b, ldb, c, ldc, bias, first, last, act), 0) : 0), ...);
+}
+
+// Columns narrower than one vector: plain scalar dot products.
+template <class T, class Act>
+inline void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, const T* a, std::size_t lda, const T* b,
+                        std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool first, bool last,
+                        const Act& act) {
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < cols; ++j) {
+            T s = first ? (bias ? bias[j] : T(0)) : c[r * ldc + j];
+            for (std::size_t k = 0; k < kc; ++k) s += a[r * lda + k] * b[k * ldb + j];
+            c[r * ldc + j] = last ? static_cast<T>(act(s)) : s;
+        }
+}
+
+}  // namespace detail
+
+// c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c).
+// Strides lda/ldb/ldc are in elements; c must not overlap a or b.
+template <class T, class Act = identity_op>
+inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                 std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {}) {
+    using tile = gemm_tile<T>;
+    constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
+    if (M == 0 || N == 0) return;
+    const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
+    for (std::size_t n0 = 0; n0 < N; n0 += NR) {
+        const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
+        for (std::size_t kb = 0; kb < kblocks; ++kb) {
+            const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
+            const bool first = kb == 0, last = kb + 1 == kblocks;
+            const T* bk = b + k0 * ldb + n0;
+            const T* bias_n = bias ? bias + n0 : nullptr;
+            for (std::size_t m0 = 0; m0 < M; m0 += MR) {
+                const std::size_t rows = M - m0 < MR ? M - m0 : MR;
+                const T* am = a + m0 * lda + k0;
+                T* cm = c + m0 * ldc + n0;
+                std::size_t j = 0;
+                if (ncols == NR) {
+                    detail::micro_rows<T, NV>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
+                                              bias_n, first, last, act);
+                    j = NR;
+                }
+                for (; j + W <= ncols && W > 1; j += W)
+                    detail::micro_rows<T, 1>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
+                                             ldc, bias_n ? bias_n + j : nullptr, first, last, act);
+                if (j < ncols)
+                    detail::scalar_cols(rows, ncols - j, kc, am, lda, bk + j, ldb, cm + j, ldc,
+                                        bias_n ? bias_n + j : nullptr, first, last, act);
+            }
+        }
+    }
+}
+
+}  // namespace ctformer::kernels

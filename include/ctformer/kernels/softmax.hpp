@@ -1,0 +1,39 @@
+// ctformer/kernels/softmax.hpp — numerically safe softmax over one row of scores.
+#pragma once
+#include <cstddef>
+#include <limits>
+
+#include "elementwise.hpp"
+
+namespace ctformer::kernels {
+
+// row: (n) scores, -inf where blocked -> row: (n) probabilities.
+// A row with every score blocked (or n == 0) becomes all zeros and returns false: ctformer's
+// documented convention is a zero attention output for such a query, never NaN.
+template <class T> inline bool softmax_inplace(T* row, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    if (n == 0) return false;
+    const T m = max(row, n);
+    if (m == -std::numeric_limits<T>::infinity()) {
+        for (std::size_t i = 0; i < n; ++i) row[i] = T(0);
+        return false;
+    }
+    const simd::vec<T> mv(m);
+    simd::vec<T> acc(T(0));
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) {
+        const simd::vec<T> e = simd::vexp(simd::load(row + i) - mv);
+        simd::store(row + i, e);
+        acc += e;
+    }
+    T s = simd::hsum<T>(acc);
+    for (; i < n; ++i) {
+        row[i] = std::exp(row[i] - m);
+        s += row[i];
+    }
+    const T inv = T(1) / s;
+    map_inplace(row, n, [inv](const auto& x) { return x * inv; });
+    return true;
+}
+
+}  // namespace ctformer::kernels

@@ -1,0 +1,104 @@
+// ctformer/policies.hpp — behaviour a user swaps at compile time: activation, normalization and
+// attention score scale. Each is a plain type; a user type with the same members works the same.
+#pragma once
+#include <boost/hana/define_struct.hpp>
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#include "kernels/norm.hpp"
+#include "simd.hpp"
+#include "tensor.hpp"
+
+namespace ctformer {
+
+namespace detail {
+template <class V> struct lane { using type = V; };
+#if !defined(CTFORMER_SCALAR)
+template <class T, class A> struct lane<xsimd::batch<T, A>> { using type = T; };
+#endif
+template <class V> using lane_t = typename lane<V>::type;
+}  // namespace detail
+
+// ---- Activations: callable on a scalar and on a simd::vec (a scalar-only user functor is applied
+// lane by lane by the kernels). ----
+struct relu {
+    template <class V> V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
+};
+// PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)).
+struct gelu {
+    template <class V> V operator()(const V& x) const {
+        using T = detail::lane_t<V>;
+        return V(T(0.5)) * x * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
+    }
+};
+// GELU, tanh approximation (PyTorch approximate="tanh").
+struct gelu_tanh {
+    template <class V> V operator()(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V inner = V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x * x * x);
+        return V(T(0.5)) * x * (V(T(1)) + simd::vtanh(inner));
+    }
+};
+// SiLU / swish: x · sigmoid(x).
+struct silu {
+    template <class V> V operator()(const V& x) const {
+        using T = detail::lane_t<V>;
+        return x / (V(T(1)) + simd::vexp(-x));
+    }
+};
+struct identity_activation {
+    template <class V> V operator()(const V& x) const { return x; }
+};
+
+// ---- Normalizations. A norm policy has a reflected params template and apply(). ----
+struct no_params {
+    BOOST_HANA_DEFINE_STRUCT(no_params);
+};
+
+template <class T, std::size_t D, bool Bias> struct LayerNormParams;
+template <class T, std::size_t D> struct LayerNormParams<T, D, true> {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(LayerNormParams, (vec_t, weight), (vec_t, bias));
+};
+template <class T, std::size_t D> struct LayerNormParams<T, D, false> {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(LayerNormParams, (vec_t, weight));
+};
+template <class T, std::size_t D> struct RMSNormParams {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(RMSNormParams, (vec_t, weight));
+};
+
+// PyTorch LayerNorm: (x - mean) / sqrt(biased_var + eps) · weight + bias.
+struct layer_norm {
+    template <class T, std::size_t D, bool Bias> using params = LayerNormParams<T, D, Bias>;
+    template <class T, std::size_t D, bool Bias>
+    static void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
+        const T* beta = nullptr;
+        if constexpr (Bias) beta = p.bias.data();
+        kernels::layer_norm_row(x, y, D, eps, p.weight.data(), beta);
+    }
+};
+// RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
+struct rms_norm {
+    template <class T, std::size_t D, bool Bias> using params = RMSNormParams<T, D>;
+    template <class T, std::size_t D>
+    static void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
+        kernels::rms_norm_row(x, y, D, eps, p.weight.data());
+    }
+};
+
+// ---- Attention score scale: scores = q·kᵀ · scale. ----
+struct inv_sqrt_head_dim {
+    template <class T> static T value(std::size_t head_dim) { return T(1) / std::sqrt(static_cast<T>(head_dim)); }
+};
+struct no_scale {
+    template <class T> static T value(std::size_t) { return T(1); }
+};
+template <long long Num, long long Den = 1> struct scale_ratio {
+    static_assert(Den != 0, "ctformer: scale_ratio denominator is zero");
+    template <class T> static T value(std::size_t) { return static_cast<T>(Num) / static_cast<T>(Den); }
+};
+
+}  // namespace ctformer

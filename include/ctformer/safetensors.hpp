@@ -1,0 +1,464 @@
+// ctformer/safetensors.hpp — reading and writing the safetensors format over caller-owned bytes.
+//
+// No heap, no exceptions: parse() validates the whole header (JSON syntax, dtypes, shapes,
+// offsets inside the buffer, no overlaps, no duplicates) into an index of fixed capacity, and
+// load_state_dict() checks every name, shape and dtype before it writes anything, so a failed
+// load leaves the params exactly as they were. Every failure is a status naming tensor and problem.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "params.hpp"
+
+namespace ctformer {
+
+enum class errc : std::uint8_t {
+    ok = 0,
+    malformed_header,   // not a safetensors header (JSON syntax, missing fields, bad values)
+    truncated,          // the buffer ends before the header or a tensor's data
+    unsupported_dtype,  // a dtype string safetensors does not define
+    bad_offsets,        // data_offsets disagree with dtype x shape, or point outside the buffer
+    overlapping_data,   // two tensors share bytes
+    duplicate_tensor,   // a name appears twice
+    too_many_tensors,   // more tensors than the index's capacity
+    missing_tensor,     // the params need a tensor the file lacks
+    unexpected_tensor,  // the file has a tensor (under the prefix) the params do not
+    wrong_shape,        // a tensor's shape differs from the params'
+    wrong_dtype,        // a tensor's dtype cannot be converted to the params' type
+    buffer_too_small,   // the writer's output buffer is too small
+};
+
+inline constexpr const char* to_string(errc e) {
+    switch (e) {
+        case errc::ok: return "ok";
+        case errc::malformed_header: return "malformed header";
+        case errc::truncated: return "truncated";
+        case errc::unsupported_dtype: return "unsupported dtype";
+        case errc::bad_offsets: return "bad data_offsets";
+        case errc::overlapping_data: return "overlapping data";
+        case errc::duplicate_tensor: return "duplicate tensor";
+        case errc::too_many_tensors: return "too many tensors";
+        case errc::missing_tensor: return "missing tensor";
+        case errc::unexpected_tensor: return "unexpected tensor";
+        case errc::wrong_shape: return "wrong shape";
+        case errc::wrong_dtype: return "wrong dtype";
+        case errc::buffer_too_small: return "buffer too small";
+    }
+    return "?";
+}
+
+// An error value: the problem and the tensor it concerns (empty when it concerns the file).
+struct status {
+    errc code = errc::ok;
+    std::array<char, 96> tensor{};
+    explicit operator bool() const { return code == errc::ok; }
+    bool ok() const { return code == errc::ok; }
+    std::string_view tensor_name() const { return std::string_view(tensor.data()); }
+    static status error(errc c, std::string_view name = {}) {
+        status s;
+        s.code = c;
+        const std::size_t n = name.size() < s.tensor.size() - 1 ? name.size() : s.tensor.size() - 1;
+        std::memcpy(s.tensor.data(), name.data(), n);
+        return s;
+    }
+};
+
+namespace safetensors {
+
+enum class dtype : std::uint8_t { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
+inline constexpr std::string_view dtype_names[] = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
+                                                   "BF16", "I32", "U32", "F32", "I64",     "U64",     "F64"};
+inline constexpr std::size_t dtype_size(dtype d) {
+    constexpr std::size_t s[] = {1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
+    return s[static_cast<std::size_t>(d)];
+}
+template <class T> inline constexpr dtype dtype_of = std::is_same_v<T, double> ? dtype::F64
+                                                     : std::is_same_v<T, bool> ? dtype::BOOL : dtype::F32;
+
+inline constexpr std::size_t max_rank = 8;
+
+struct entry {
+    std::string_view name;  // as spelled in the header (escape sequences are not decoded)
+    dtype type;
+    std::uint8_t rank;
+    std::array<std::uint64_t, max_rank> shape;
+    std::uint64_t begin, end;  // byte offsets into the data section
+    std::uint64_t numel() const {
+        std::uint64_t n = 1;
+        for (std::size_t i = 0; i < rank; ++i) n *= shape[i];
+        return n;
+    }
+};
+
+namespace detail {
+// A strict, allocation-free reader of the JSON subset a safetensors header uses.
+struct json {
+    const char* p;
+    const char* end;
+    bool ok = true;
+
+    void ws() {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+    }
+    bool eat(char c) {
+        ws();
+        if (p < end && *p == c) {
+            ++p;
+            return true;
+        }
+        return false;
+    }
+    bool expect(char c) { return ok = ok && eat(c); }
+    std::string_view string() {
+        ws();
+        if (!(p < end && *p == '"')) return ok = false, std::string_view{};
+        const char* s = ++p;
+        while (p < end && *p != '"') {
+            if (static_cast<unsigned char>(*p) < 0x20) return ok = false, std::string_view{};
+            if (*p == '\\') {
+                if (++p >= end) return ok = false, std::string_view{};
+                if (*p == 'u') {
+                    for (int i = 0; i < 4; ++i)
+                        if (++p >= end || !((*p >= '0' && *p <= '9') || static_cast<unsigned>((*p | 32) - 'a') < 6u))
+                            return ok = false, std::string_view{};
+                } else if (!std::strchr("\"\\/bfnrt", *p)) {
+                    return ok = false, std::string_view{};
+                }
+            }
+            ++p;
+        }
+        if (p >= end) return ok = false, std::string_view{};
+        return std::string_view(s, static_cast<std::size_t>(p++ - s));
+    }
+    std::uint64_t uint() {
+        ws();
+        if (!(p < end && *p >= '0' && *p <= '9')) return ok = false, 0;
+        if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return ok = false, 0;  // no leading zeros
+        std::uint64_t v = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            const std::uint64_t d = static_cast<std::uint64_t>(*p++ - '0');
+            if (v > (UINT64_MAX - d) / 10) return ok = false, 0;
+            v = v * 10 + d;
+        }
+        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return ok = false, 0;
+        return v;
+    }
+};
+}  // namespace detail
+
+// The parsed index of one safetensors buffer. Capacity is a compile-time constant so the index
+// can live in static storage; it points into the caller's bytes, which must outlive it.
+template <std::size_t Capacity = 128> class file {
+  public:
+    status parse(std::span<const std::byte> bytes) {
+        count_ = 0;
+        data_ = nullptr;
+        data_size_ = 0;
+        metadata_ = {};
+        if (bytes.size() < 8) return status::error(errc::truncated);
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
+        if (n > bytes.size() - 8) return status::error(errc::truncated);
+        const char* h = reinterpret_cast<const char*>(bytes.data() + 8);
+        detail::json js{h, h + n};
+        std::size_t count = 0;
+        status st = parse_header(js, count);
+        if (!st) return st;
+        const std::uint64_t data_size = bytes.size() - 8 - n;
+        for (std::size_t i = 0; i < count; ++i) {
+            const entry& e = entries_[i];
+            const std::uint64_t numel = e.numel();
+            if (e.begin > e.end || (numel != 0 && (e.end - e.begin) / numel != dtype_size(e.type)) ||
+                e.end - e.begin != numel * dtype_size(e.type))
+                return status::error(errc::bad_offsets, e.name);
+            if (e.end > data_size) return status::error(errc::truncated, e.name);
+            for (std::size_t j = 0; j < i; ++j) {
+                if (entries_[j].name == e.name) return status::error(errc::duplicate_tensor, e.name);
+                const entry& o = entries_[j];
+                if (e.begin < o.end && o.begin < e.end) return status::error(errc::overlapping_data, e.name);
+            }
+        }
+        count_ = count;
+        data_ = bytes.data() + 8 + n;
+        data_size_ = data_size;
+        return {};
+    }
+
+    std::size_t size() const { return count_; }
+    const entry& operator[](std::size_t i) const { return entries_[i]; }
+    const entry* find(std::string_view name) const {
+        for (std::size_t i = 0; i < count_; ++i)
+            if (entries_[i].name == name) return &entries_[i];
+        return nullptr;
+    }
+    const entry* find(std::string_view prefix, std::string_view name) const {
+        for (std::size_t i = 0; i < count_; ++i) {
+            const std::string_view n = entries_[i].name;
+            if (n.size() == prefix.size() + name.size() && n.starts_with(prefix) && n.ends_with(name))
+                return &entries_[i];
+        }
+        return nullptr;
+    }
+    const std::byte* data(const entry& e) const { return data_ + e.begin; }
+    // A string value of __metadata__ (raw, escapes not decoded), or empty.
+    std::string_view metadata(std::string_view key) const {
+        detail::json js{metadata_.data(), metadata_.data() + metadata_.size()};
+        if (metadata_.empty() || !js.eat('{') || js.eat('}')) return {};
+        do {
+            const std::string_view k = js.string();
+            js.expect(':');
+            const std::string_view v = js.string();
+            if (!js.ok) return {};
+            if (k == key) return v;
+        } while (js.eat(','));
+        return {};
+    }
+
+    // Element i of e converted to T (F32/F64 to float/double, BOOL to bool).
+    template <class T> T element(const entry& e, std::size_t i) const {
+        const std::byte* src = data(e) + i * dtype_size(e.type);
+        if (e.type == dtype::F32) {
+            float v;
+            std::memcpy(&v, src, 4);
+            return static_cast<T>(v);
+        } else if (e.type == dtype::F64) {
+            double v;
+            std::memcpy(&v, src, 8);
+            return static_cast<T>(v);
+        } else {
+            return static_cast<T>(std::to_integer<std::uint8_t>(*src) != 0);
+        }
+    }
+
+  private:
+    status parse_header(detail::json& js, std::size_t& count) {
+        if (!js.expect('{')) return status::error(errc::malformed_header);
+        if (js.eat('}')) return js.ws(), js.p == js.end ? status{} : status::error(errc::malformed_header);
+        do {
+            const std::string_view name = js.string();
+            if (!js.expect(':')) return status::error(errc::malformed_header, name);
+            if (name == "__metadata__") {
+                const char* start = js.p;
+                if (!js.expect('{')) return status::error(errc::malformed_header, name);
+                if (!js.eat('}')) {
+                    do {
+                        js.string();
+                        js.expect(':');
+                        js.string();
+                    } while (js.ok && js.eat(','));
+                    if (!js.expect('}')) return status::error(errc::malformed_header, name);
+                }
+                metadata_ = std::string_view(start, static_cast<std::size_t>(js.p - start));
+                continue;
+            }
+            if (count == Capacity) return status::error(errc::too_many_tensors, name);
+            entry& e = entries_[count];
+            e = entry{};
+            e.name = name;
+            status st = parse_entry(js, e);
+            if (!st) return st;
+            ++count;
+        } while (js.eat(','));
+        if (!js.expect('}')) return status::error(errc::malformed_header);
+        js.ws();
+        if (js.p != js.end) return status::error(errc::malformed_header);
+        return {};
+    }
+
+    static status parse_entry(detail::json& js, entry& e) {
+        bool has_dtype = false, has_shape = false, has_offsets = false;
+        if (!js.expect('{')) return status::error(errc::malformed_header, e.name);
+        do {
+            const std::string_view key = js.string();
+            if (!js.expect(':')) return status::error(errc::malformed_header, e.name);
+            if (key == "dtype" && !has_dtype) {
+                const std::string_view d = js.string();
+                if (!js.ok) return status::error(errc::malformed_header, e.name);
+                std::size_t k = 0;
+                while (k < std::size(dtype_names) && dtype_names[k] != d) ++k;
+                if (k == std::size(dtype_names)) return status::error(errc::unsupported_dtype, e.name);
+                e.type = static_cast<dtype>(k);
+                has_dtype = true;
+            } else if (key == "shape" && !has_shape) {
+                if (!js.expect('[')) return status::error(errc::malformed_header, e.name);
+                if (!js.eat(']')) {
+                    do {
+                        if (e.rank == max_rank) return status::error(errc::malformed_header, e.name);
+                        e.shape[e.rank++] = js.uint();
+                    } while (js.ok && js.eat(','));
+                    if (!js.expect(']')) return status::error(errc::malformed_header, e.name);
+                }
+                has_shape = true;
+            } else if (key == "data_offsets" && !has_offsets) {
+                js.expect('[');
+                e.begin = js.uint();
+                js.expect(',');
+                e.end = js.uint();
+                if (!js.expect(']')) return status::error(errc::malformed_header, e.name);
+                has_offsets = true;
+            } else {
+                return status::error(errc::malformed_header, e.name);
+            }
+        } while (js.ok && js.eat(','));
+        if (!js.expect('}') || !has_dtype || !has_shape || !has_offsets)
+            return status::error(errc::malformed_header, e.name);
+        std::uint64_t numel = 1;  // bounded so numel * dtype size cannot overflow
+        for (std::size_t i = 0; i < e.rank; ++i) {
+            if (e.shape[i] != 0 && numel > (std::uint64_t{1} << 56) / e.shape[i])
+                return status::error(errc::bad_offsets, e.name);
+            numel *= e.shape[i];
+        }
+        return {};
+    }
+
+    std::array<entry, Capacity> entries_{};
+    std::size_t count_ = 0;
+    const std::byte* data_ = nullptr;
+    std::uint64_t data_size_ = 0;
+    std::string_view metadata_{};
+};
+
+// Checks that entry e can fill tensor X (same shape, convertible dtype).
+template <class X> status check_entry(const entry* e, std::string_view name) {
+    using T = typename X::value_type;
+    if (!e) return status::error(errc::missing_tensor, name);
+    const bool dtype_ok = std::is_same_v<T, bool> ? e->type == dtype::BOOL
+                                                   : (e->type == dtype::F32 || e->type == dtype::F64);
+    if (!dtype_ok) return status::error(errc::wrong_dtype, name);
+    if (e->rank != X::rank) return status::error(errc::wrong_shape, name);
+    for (std::size_t i = 0; i < X::rank; ++i)
+        if (e->shape[i] != X::shape[i]) return status::error(errc::wrong_shape, name);
+    return {};
+}
+
+}  // namespace safetensors
+
+// Loads every tensor of params from f under prefix (e.g. "params." or "layers.3."). Checks all
+// names, shapes and dtypes first: on any error nothing has been written. Tensors under the prefix
+// that params do not have are an error (unexpected_tensor); tensors outside the prefix are ignored.
+template <class P, std::size_t Cap>
+status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_view prefix = {}) {
+    status result;
+    std::size_t matched = 0;
+    for_each_tensor(static_cast<const P&>(params), [&](std::string_view name, const auto& t) {
+        if (!result) return;
+        result = safetensors::check_entry<std::remove_cvref_t<decltype(t)>>(f.find(prefix, name), name);
+        ++matched;
+    });
+    if (!result) return result;
+    std::size_t under_prefix = 0;
+    for (std::size_t i = 0; i < f.size(); ++i)
+        if (f[i].name.starts_with(prefix)) ++under_prefix;
+    if (under_prefix != matched) {  // some name under the prefix is not a parameter: find it
+        for (std::size_t i = 0; i < f.size(); ++i) {
+            if (!f[i].name.starts_with(prefix)) continue;
+            bool known = false;
+            for_each_tensor(static_cast<const P&>(params), [&](std::string_view name, const auto&) {
+                known = known || f[i].name.substr(prefix.size()) == name;
+            });
+            if (!known) return status::error(errc::unexpected_tensor, f[i].name);
+        }
+    }
+    for_each_tensor(params, [&](std::string_view name, auto& t) {
+        using T = typename std::remove_cvref_t<decltype(t)>::value_type;
+        const safetensors::entry* e = f.find(prefix, name);
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, f.template element<T>(*e, i));
+    });
+    return {};
+}
+
+// Parses bytes with an index on the stack (capacity 128 tensors, ~9 KiB) and loads params.
+template <class P> status load_state_dict(P& params, std::span<const std::byte> bytes, std::string_view prefix = {}) {
+    safetensors::file<128> f;
+    if (status st = f.parse(bytes); !st) return st;
+    return load_state_dict(params, f, prefix);
+}
+
+// Reads one tensor (an input, a mask) by full name into a statically shaped tensor.
+template <class X, std::size_t Cap> status read_tensor(const safetensors::file<Cap>& f, std::string_view name, X& out) {
+    const safetensors::entry* e = f.find(name);
+    if (status st = safetensors::check_entry<X>(e, name); !st) return st;
+    for (std::size_t i = 0; i < X::size; ++i) out.set(i, f.template element<typename X::value_type>(*e, i));
+    return {};
+}
+
+// ---- Writer ----
+struct save_result {
+    status st;
+    std::size_t bytes = 0;  // bytes written (or needed, when the buffer was too small)
+};
+
+// Writes params as a safetensors file (names prefixed, values in the params' dtype, PyTorch
+// layouts). With an empty out buffer it only computes the size needed.
+template <class P>
+save_result save_state_dict(const P& params, std::span<std::byte> out, std::string_view prefix = {}) {
+    struct sink {
+        std::span<std::byte> out;
+        std::size_t n = 0;
+        void put(const void* p, std::size_t len) {
+            if (n + len <= out.size()) std::memcpy(out.data() + n, p, len);
+            n += len;
+        }
+        void str(std::string_view s) { put(s.data(), s.size()); }
+        void num(std::uint64_t v) {
+            char buf[24];
+            int k = 0;
+            do buf[k++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+            while (k) put(&buf[--k], 1);
+        }
+    };
+    // Header into out[8..], measured first so the data section can follow it.
+    auto write_header = [&](sink& s) {
+        std::uint64_t off = 0;
+        bool first = true;
+        s.str("{");
+        for_each_tensor(params, [&](std::string_view name, const auto& t) {
+            using X = std::remove_cvref_t<decltype(t)>;
+            using T = typename X::value_type;
+            if (!first) s.str(",");
+            first = false;
+            s.str("\"");
+            s.str(prefix);
+            s.str(name);
+            s.str("\":{\"dtype\":\"");
+            s.str(safetensors::dtype_names[static_cast<std::size_t>(safetensors::dtype_of<T>)]);
+            s.str("\",\"shape\":[");
+            for (std::size_t i = 0; i < X::rank; ++i) {
+                if (i) s.str(",");
+                s.num(X::shape[i]);
+            }
+            s.str("],\"data_offsets\":[");
+            s.num(off);
+            s.str(",");
+            off += X::size * sizeof(T);
+            s.num(off);
+            s.str("]}");
+        });
+        s.str("}");
+        while (s.n % 8) s.str(" ");
+        return off;
+    };
+    sink measure{{}, 0};
+    const std::uint64_t data_bytes = write_header(measure);
+    const std::size_t header = measure.n, total = 8 + header + data_bytes;
+    if (out.size() < total) return {status::error(errc::buffer_too_small), total};
+    std::uint64_t hn = header;
+    for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::byte>((hn >> (8 * i)) & 0xff);
+    sink hs{out.subspan(8, header), 0};
+    write_header(hs);
+    sink ds{out.subspan(8 + header), 0};
+    for_each_tensor(params, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) {
+            const auto v = t.get(i);
+            ds.put(&v, sizeof v);
+        }
+    });
+    return {{}, total};
+}
+
+}  // namespace ctformer

@@ -1,0 +1,114 @@
+// ctformer/simd.hpp — the one place the vector architecture is chosen.
+//
+// The arch is named explicitly at compile time (never xsimd::default_arch): define
+// CTFORMER_ARCH to an xsimd arch type to force one, CTFORMER_SCALAR for a plain scalar build,
+// or let the compiler flags decide (-march=native / x86-64-v4 -> AVX-512, x86-64-v3 -> AVX2+FMA).
+// Every kernel uses the helpers below, so a scalar build is the same code with width 1.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#if !defined(CTFORMER_SCALAR)
+#include <xsimd/xsimd.hpp>
+#endif
+
+namespace ctformer::simd {
+
+#if defined(CTFORMER_SCALAR)
+struct scalar_arch {
+    static constexpr const char* name() { return "scalar"; }
+};
+using arch = scalar_arch;
+template <class T> using vec = T;
+template <class T> inline constexpr std::size_t width = 1;
+#else
+#if defined(CTFORMER_ARCH)
+using arch = CTFORMER_ARCH;
+#elif defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__) && defined(__AVX512CD__)
+using arch = xsimd::avx512bw;  // avx512 hadd needs DQ: build with -march=x86-64-v4 or native
+#elif defined(__AVX2__) && defined(__FMA__)
+using arch = xsimd::fma3<xsimd::avx2>;
+#elif defined(__AVX2__)
+using arch = xsimd::avx2;
+#elif defined(__SSE4_2__)
+using arch = xsimd::sse4_2;
+#elif defined(__SSE2__)
+using arch = xsimd::sse2;
+#elif defined(__aarch64__)
+using arch = xsimd::neon64;
+#else
+#error "ctformer: no SIMD arch detected; define CTFORMER_SCALAR for a scalar build"
+#endif
+template <class T> using vec = xsimd::batch<T, arch>;
+template <class T> inline constexpr std::size_t width = vec<T>::size;
+#endif
+
+inline constexpr const char* arch_name() { return arch::name(); }
+
+template <class T> inline vec<T> load(const T* p) {
+#if defined(CTFORMER_SCALAR)
+    return *p;
+#else
+    return vec<T>::load_unaligned(p);
+#endif
+}
+template <class T> inline void store(T* p, const vec<T>& v) {
+#if defined(CTFORMER_SCALAR)
+    *p = v;
+#else
+    v.store_unaligned(p);
+#endif
+}
+template <class T> inline vec<T> splat(T x) { return vec<T>(x); }
+template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) {
+#if defined(CTFORMER_SCALAR)
+    return a * b + c;
+#else
+    return xsimd::fma(a, b, c);
+#endif
+}
+template <class T> inline T hsum(const vec<T>& v) {
+#if defined(CTFORMER_SCALAR)
+    return v;
+#else
+    return xsimd::hadd(v);
+#endif
+}
+template <class T> inline T hmax(const vec<T>& v) {
+#if defined(CTFORMER_SCALAR)
+    return v;
+#else
+    alignas(64) T tmp[width<T>];
+    v.store_aligned(tmp);
+    T m = tmp[0];
+    for (std::size_t i = 1; i < width<T>; ++i) m = tmp[i] > m ? tmp[i] : m;
+    return m;
+#endif
+}
+
+// Elementwise math on a scalar or a batch, with one spelling for both.
+// Accuracy (measured by tests/test_kernels.cpp, documented in docs/design.md):
+// xsimd's exp/erf/tanh are Cephes-style polynomial kernels within a few ulp of libm.
+template <class V> inline V vmax(const V& a, const V& b) {
+    if constexpr (std::is_arithmetic_v<V>) return a > b ? a : b;
+    else return xsimd::max(a, b);
+}
+template <class V> inline V vexp(const V& x) {
+    if constexpr (std::is_arithmetic_v<V>) return std::exp(x);
+    else return xsimd::exp(x);
+}
+template <class V> inline V verf(const V& x) {
+    if constexpr (std::is_arithmetic_v<V>) return std::erf(x);
+    else return xsimd::erf(x);
+}
+template <class V> inline V vtanh(const V& x) {
+    if constexpr (std::is_arithmetic_v<V>) return std::tanh(x);
+    else return xsimd::tanh(x);
+}
+template <class V> inline V vsqrt(const V& x) {
+    if constexpr (std::is_arithmetic_v<V>) return std::sqrt(x);
+    else return xsimd::sqrt(x);
+}
+
+}  // namespace ctformer::simd

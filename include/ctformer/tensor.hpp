@@ -1,0 +1,83 @@
+// ctformer/tensor.hpp — statically shaped storage and views.
+//
+// Tensor<T, Dims...> owns its elements inline (64-byte aligned, size a compile-time constant) so
+// it can live in static storage or in memory the user owns; it never allocates. TensorView is the
+// same shape over a pointer the user provides. TransposedWeight stores a PyTorch Linear weight
+// (out, in) as (in, out) for the GEMM while presenting PyTorch's shape and element order to the
+// importer, so the import format is PyTorch's and the kernel layout is ctformer's.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <type_traits>
+
+namespace ctformer {
+
+template <std::size_t... Dims> struct shape_of {
+    static_assert(sizeof...(Dims) > 0, "ctformer: a tensor needs at least one dimension");
+    static_assert(((Dims > 0) && ...), "ctformer: a tensor dimension is zero");
+    static constexpr std::size_t rank = sizeof...(Dims);
+    static constexpr std::array<std::size_t, rank> shape{Dims...};
+    static constexpr std::size_t size = (Dims * ...);
+};
+
+template <class T, std::size_t... Dims> struct Tensor : shape_of<Dims...> {
+    using value_type = T;
+    using shape_of<Dims...>::size;
+    alignas(64) T storage[size];
+
+    T* data() { return storage; }
+    const T* data() const { return storage; }
+    // Element i in PyTorch's (row-major) order: the importer's interface.
+    T get(std::size_t i) const { return storage[i]; }
+    void set(std::size_t i, T v) { storage[i] = v; }
+    template <class... I> T& operator()(I... idx) { return storage[offset(idx...)]; }
+    template <class... I> const T& operator()(I... idx) const { return storage[offset(idx...)]; }
+
+    template <class... I> static constexpr std::size_t offset(I... idx) {
+        static_assert(sizeof...(I) == sizeof...(Dims), "ctformer: wrong number of indices");
+        std::size_t o = 0, k = 0;
+        const std::size_t ids[] = {static_cast<std::size_t>(idx)...};
+        for (std::size_t d : {Dims...}) o = o * d + ids[k++];
+        return o;
+    }
+};
+
+template <class T, std::size_t... Dims> struct TensorView : shape_of<Dims...> {
+    using value_type = std::remove_const_t<T>;
+    using shape_of<Dims...>::size;
+    T* ptr;
+    T* data() const { return ptr; }
+    value_type get(std::size_t i) const { return ptr[i]; }
+};
+
+// PyTorch Linear weight W: (Out, In), stored transposed as (In, Out) for the GEMM's b operand.
+template <class T, std::size_t Out, std::size_t In> struct TransposedWeight : shape_of<Out, In> {
+    using value_type = T;
+    static constexpr std::size_t out_features = Out, in_features = In;
+    using shape_of<Out, In>::size;
+    alignas(64) T storage[size];
+
+    // (In, Out) row-major: the GEMM reads row k as the Out-long vector of weights of input k.
+    const T* kernel_data() const { return storage; }
+    T* kernel_data() { return storage; }
+    T get(std::size_t i) const { return storage[(i % In) * Out + i / In]; }
+    void set(std::size_t i, T v) { storage[(i % In) * Out + i / In] = v; }
+};
+
+template <class X> struct is_tensor_storage : std::false_type {};
+template <class T, std::size_t... D> struct is_tensor_storage<Tensor<T, D...>> : std::true_type {};
+template <class T, std::size_t O, std::size_t I> struct is_tensor_storage<TransposedWeight<T, O, I>> : std::true_type {};
+template <class X> inline constexpr bool is_tensor_storage_v = is_tensor_storage<std::remove_cv_t<X>>::value;
+
+// Views of user memory with a compile-time shape.
+template <std::size_t... Dims, class T> TensorView<T, Dims...> view(T* p) { return {{}, p}; }
+
+// Shape queries used by static_asserts: anything with value_type, shape and data().
+template <class X> concept tensor_like = requires(const X& x) {
+    typename X::value_type;
+    X::shape;
+    x.data();
+};
+template <class X> inline constexpr std::size_t dim(std::size_t i) { return X::shape[i]; }
+
+}  // namespace ctformer
