@@ -91,7 +91,7 @@ template <class Cfg> struct Layer {
     static T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
     template <class NP> static void norm_rows(const NP& np, const T* x, T* y, std::size_t rows) {
-        for (std::size_t r = 0; r < rows; ++r) Norm::apply(np, x + r * D, y + r * D, static_cast<T>(Cfg::eps));
+        for (std::size_t r = 0; r < rows; ++r) Norm::template apply<D>(np, x + r * D, y + r * D, static_cast<T>(Cfg::eps));
     }
     // y = x + branch (pre-norm) or y = norm(x + branch) (post-norm), row by row; y may alias x.
     template <class NP>

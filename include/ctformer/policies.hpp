@@ -51,7 +51,10 @@ struct identity_activation {
     template <class V> V operator()(const V& x) const { return x; }
 };
 
-// ---- Normalizations. A norm policy has a reflected params template and apply(). ----
+// ---- Normalizations. A norm policy has
+//   template <class T, size_t D, bool Bias> using params = ...;   (reflected; no_params if none)
+//   template <size_t D, class P, class T> static void apply(const P&, const T* x, T* y, T eps);
+// which normalizes one row x: (D) into y: (D); y may alias x. ----
 struct no_params {
     BOOST_HANA_DEFINE_STRUCT(no_params);
 };
@@ -73,7 +76,7 @@ template <class T, std::size_t D> struct RMSNormParams {
 // PyTorch LayerNorm: (x - mean) / sqrt(biased_var + eps) · weight + bias.
 struct layer_norm {
     template <class T, std::size_t D, bool Bias> using params = LayerNormParams<T, D, Bias>;
-    template <class T, std::size_t D, bool Bias>
+    template <std::size_t D, class T, bool Bias>
     static void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
         const T* beta = nullptr;
         if constexpr (Bias) beta = p.bias.data();
@@ -83,7 +86,7 @@ struct layer_norm {
 // RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
 struct rms_norm {
     template <class T, std::size_t D, bool Bias> using params = RMSNormParams<T, D>;
-    template <class T, std::size_t D>
+    template <std::size_t D, class T>
     static void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
         kernels::rms_norm_row(x, y, D, eps, p.weight.data());
     }

@@ -27,7 +27,7 @@ template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd
 template <class T, class F> inline void map_inplace(T* x, std::size_t n, const F& f) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (; i + W <= n; i += W) simd::store(x + i, apply_vec<T>(f, simd::load(x + i)));
+    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(x + i, apply_vec<T>(f, simd::load(x + i)));
     for (; i < n; ++i) x[i] = static_cast<T>(f(x[i]));
 }
 
@@ -35,7 +35,7 @@ template <class T, class F> inline void map_inplace(T* x, std::size_t n, const F
 template <class T> inline void add_inplace(T* y, const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (; i + W <= n; i += W) simd::store(y + i, simd::load(y + i) + simd::load(x + i));
+    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(y + i) + simd::load(x + i));
     for (; i < n; ++i) y[i] += x[i];
 }
 
@@ -43,7 +43,7 @@ template <class T> inline void add_inplace(T* y, const T* x, std::size_t n) {
 template <class T> inline void add(T* y, const T* a, const T* b, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (; i + W <= n; i += W) simd::store(y + i, simd::load(a + i) + simd::load(b + i));
+    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(a + i) + simd::load(b + i));
     for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
@@ -52,7 +52,7 @@ template <class T> inline T sum(const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (; i + W <= n; i += W) acc += simd::load(x + i);
+    for (const std::size_t nv = n - n % W; i < nv; i += W) acc += simd::load(x + i);
     T s = simd::hsum<T>(acc);
     for (; i < n; ++i) s += x[i];
     return s;

@@ -18,7 +18,7 @@ template <class T> inline moments_t moments(const T* x, std::size_t n) {
     const simd::vec<T> mv(mean);
     simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (; i + W <= n; i += W) {
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
         const simd::vec<T> d = simd::load(x + i) - mv;
         acc = simd::fma<T>(d, d, acc);
     }
@@ -34,7 +34,7 @@ inline void scale_shift(const T* x, T* y, std::size_t n, T shift, T scale, const
     constexpr std::size_t W = simd::width<T>;
     const simd::vec<T> sv(shift), kv(scale);
     std::size_t i = 0;
-    for (; i + W <= n; i += W) {
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
         simd::vec<T> v = (simd::load(x + i) - sv) * kv;
         if (gamma) v = v * simd::load(gamma + i);
         if (beta) v = v + simd::load(beta + i);
@@ -61,7 +61,7 @@ template <class T> inline void rms_norm_row(const T* x, T* y, std::size_t n, T e
     constexpr std::size_t W = simd::width<T>;
     simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (; i + W <= n; i += W) {
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
         const simd::vec<T> v = simd::load(x + i);
         acc = simd::fma<T>(v, v, acc);
     }

@@ -21,7 +21,7 @@ template <class T> inline bool softmax_inplace(T* row, std::size_t n) {
     const simd::vec<T> mv(m);
     simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (; i + W <= n; i += W) {
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
         const simd::vec<T> e = simd::vexp(simd::load(row + i) - mv);
         simd::store(row + i, e);
         acc += e;
