@@ -1,0 +1,54 @@
+// Zero heap allocations in forward (eval and training), in every configuration and mask kind.
+// This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
+#include "alloc_counter.hpp"
+#include "common.hpp"
+#include "reference.hpp"
+
+namespace {
+template <class L, std::size_t B, std::size_t T, std::size_t S> struct Rig {
+    using V = typename L::T;
+    static inline typename L::Params params;
+    static inline typename L::template Workspace<B, T, S> ws;
+    static inline ct::Tensor<V, B, T, L::D> tgt, out;
+    static inline ct::Tensor<V, B, S, L::D> mem;
+    static inline ct::Tensor<bool, B, S> pad;
+    static inline ct::Tensor<V, L::H * B, T, T> add;
+    static inline ct::Tensor<bool, T, S> bm;
+    Rig() {
+        ref::randomize(params, 3);
+        ref::randomize_tensor(tgt, 4);
+        ref::randomize_tensor(mem, 5);
+        pad(0, S - 1) = true;
+    }
+    void all() {
+        const std::size_t n = alloc_counter::during([&] {
+            if constexpr (L::cross) {
+                L::forward(params, ws, tgt, mem, out);
+                L::forward(params, ws, tgt, mem, out, ct::causal{} && ct::mask_from(add), ct::key_padding(pad) && ct::mask_from(bm));
+                L::forward(params, ws, tgt, mem, out, ct::key_lengths<B>{}, ct::causal{});
+                L::forward_train(params, ws, tgt, mem, out, ct::dropout_config{0.1f, 0.2f, 0.3f, 1, 2}, ct::causal{});
+            } else {
+                L::forward(params, ws, tgt, out, ct::causal{});
+                L::forward(params, ws, tgt, out, ct::causal{} && ct::mask_from(add));
+                L::forward_train(params, ws, tgt, out, ct::dropout_config{0.1f, -1, -1, 1, 2}, ct::causal{});
+            }
+        });
+        CHECK(n == 0);
+        for (std::size_t i = 0; i < out.size; ++i) REQUIRE(std::isfinite(static_cast<double>(out.storage[i])));
+    }
+};
+}  // namespace
+
+TEST_CASE("no heap allocation in forward / forward_train") {
+    // the counter works
+    CHECK(alloc_counter::during([] {
+        int* volatile p = new int(3);
+        delete p;
+    }) == 1);
+    CHECK(alloc_counter::during([] { std::free(std::malloc(8)); }) == 1);
+    Rig<ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>, 2, 5, 7>{}.all();
+    Rig<ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>, ct::activation<ct::gelu>, ct::dtype<double>>, 2, 9, 4>{}.all();
+    Rig<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<40>, ct::norm<ct::rms_norm>, ct::bias<false>, ct::activation<ct::silu>>, 1, 17, 19>{}.all();
+    Rig<ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>, ct::norm_first<true>, ct::activation<ct::gelu_tanh>>, 2, 12, 12>{}.all();
+    Rig<ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>, 1, 9, 9>{}.all();
+}

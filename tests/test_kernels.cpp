@@ -1,0 +1,128 @@
+// Every kernel against a plain scalar reference, on sizes that are not multiples of the vector
+// width or the GEMM tile; and the accuracy of the vector exp / erf / tanh.
+#include <random>
+
+#include "common.hpp"
+
+namespace {
+template <class T> std::vector<T> random_vec(std::size_t n, unsigned seed, double lo = -1, double hi = 1) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<double> d(lo, hi);
+    std::vector<T> v(n);
+    for (auto& x : v) x = static_cast<T>(d(g));
+    return v;
+}
+template <class T> constexpr double kernel_tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+}  // namespace
+
+TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias, activation)", T, float, double) {
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},  {3, 5, 7},    {7, 9, 17},  {13, 33, 31}, {6, 16, 8},
+                                    {25, 70, 3}, {5, 100, 300}, {4, 24, 0},  {31, 47, 513}};
+    unsigned seed = 1;
+    for (auto [M, N, K] : sizes) {
+        for (int variant = 0; variant < 3; ++variant) {
+            const std::size_t lda = K + (variant == 2 ? 3 : 0), ldb = N + (variant == 2 ? 5 : 0),
+                              ldc = N + (variant == 2 ? 2 : 0);
+            auto a = random_vec<T>(M * lda + 1, seed++), b = random_vec<T>((K ? K : 1) * ldb, seed++),
+                 bias = random_vec<T>(N, seed++);
+            std::vector<T> c(M * ldc, T(-7)), want(M * ldc, T(-7));
+            const T* bp = variant >= 1 ? bias.data() : nullptr;
+            if (variant == 1) ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp, ct::relu{});
+            else ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp);
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    double s = bp ? bp[j] : 0.0;
+                    for (std::size_t k = 0; k < K; ++k) s += double(a[i * lda + k]) * double(b[k * ldb + j]);
+                    want[i * ldc + j] = static_cast<T>(variant == 1 ? std::max(s, 0.0) : s);
+                }
+            CHECK_CLOSE("gemm " << M << "x" << N << "x" << K << " variant " << variant, c.data(), want.data(), c.size(),
+                        kernel_tol<T> * (1 + std::sqrt(double(K))));
+        }
+    }
+}
+
+TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T, float, double) {
+    for (std::size_t n : {1u, 3u, 8u, 15u, 16u, 17u, 64u, 129u}) {
+        auto x = random_vec<T>(n, static_cast<unsigned>(n), -3, 3);
+        double s = 0, m = -1e300;
+        for (T v : x) s += v, m = std::max(m, double(v));
+        const T got_s = ct::kernels::sum(x.data(), n), got_m = ct::kernels::max(x.data(), n);
+        CHECK_CLOSE("sum n=" << n, &got_s, &s, 1, kernel_tol<T> * n);
+        CHECK_CLOSE("max n=" << n, &got_m, &m, 1, 0.0);
+
+        // softmax with some blocked entries
+        std::vector<T> sm = x;
+        if (n > 2) sm[1] = -std::numeric_limits<T>::infinity();
+        std::vector<double> want(n);
+        double mx = -1e300, tot = 0;
+        for (std::size_t i = 0; i < n; ++i) mx = std::max(mx, double(sm[i]));
+        for (std::size_t i = 0; i < n; ++i) tot += (want[i] = std::exp(double(sm[i]) - mx));
+        for (auto& w : want) w /= tot;
+        CHECK(ct::kernels::softmax_inplace(sm.data(), n));
+        CHECK_CLOSE("softmax n=" << n, sm.data(), want.data(), n, kernel_tol<T>);
+
+        // layer norm / rms norm with and without affine
+        auto g = random_vec<T>(n, 7), be = random_vec<T>(n, 8);
+        std::vector<T> y(n), yr(n);
+        double mean = s / n, var = 0, ss = 0;
+        for (T v : x) var += (v - mean) * (v - mean), ss += double(v) * v;
+        var /= n;
+        std::vector<double> wl(n), wr(n), wn(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            wl[i] = (x[i] - mean) / std::sqrt(var + 1e-5) * g[i] + be[i];
+            wn[i] = (x[i] - mean) / std::sqrt(var + 1e-5);
+            wr[i] = x[i] / std::sqrt(ss / n + 1e-6) * g[i];
+        }
+        ct::kernels::layer_norm_row(x.data(), y.data(), n, T(1e-5), g.data(), be.data());
+        CHECK_CLOSE("layer_norm n=" << n, y.data(), wl.data(), n, kernel_tol<T> * 10);
+        ct::kernels::layer_norm_row(x.data(), y.data(), n, T(1e-5), static_cast<const T*>(nullptr),
+                                    static_cast<const T*>(nullptr));
+        CHECK_CLOSE("layer_norm (no affine) n=" << n, y.data(), wn.data(), n, kernel_tol<T> * 10);
+        ct::kernels::rms_norm_row(x.data(), yr.data(), n, T(1e-6), g.data());
+        CHECK_CLOSE("rms_norm n=" << n, yr.data(), wr.data(), n, kernel_tol<T> * 10);
+    }
+    // all blocked: zeros, no NaN
+    std::vector<T> blocked(5, -std::numeric_limits<T>::infinity());
+    CHECK_FALSE(ct::kernels::softmax_inplace(blocked.data(), blocked.size()));
+    for (T v : blocked) CHECK(v == T(0));
+}
+
+TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in docs/design.md)", T, float, double) {
+    constexpr std::size_t W = ct::simd::width<T>;
+    struct fn {
+        const char* name;
+        double lo, hi;
+        double (*ref)(double);
+        double bound_float, bound_double;  // max relative error allowed, in eps of T
+    };
+    const fn fns[] = {{"exp", -80, 80, [](double x) { return std::exp(x); }, 2, 2},
+                      {"erf", -6, 6, [](double x) { return std::erf(x); }, 3, 64},
+                      {"tanh", -12, 12, [](double x) { return std::tanh(x); }, 2, 4}};
+    for (const fn& f : fns) {
+        double max_rel = 0;
+        const std::size_t n = 20000;
+        for (std::size_t i = 0; i + W <= n; i += W) {
+            alignas(64) T in[W], out[W];
+            for (std::size_t l = 0; l < W; ++l) in[l] = static_cast<T>(f.lo + (f.hi - f.lo) * double(i + l) / n);
+            ct::simd::vec<T> v = ct::simd::load(in);
+            if (f.name[0] == 'e' && f.name[1] == 'x') v = ct::simd::vexp(v);
+            else if (f.name[0] == 'e') v = ct::simd::verf(v);
+            else v = ct::simd::vtanh(v);
+            ct::simd::store(out, v);
+            for (std::size_t l = 0; l < W; ++l) {
+                const double r = f.ref(double(in[l]));
+                if (std::fabs(r) < 1e-30) continue;
+                max_rel = std::max(max_rel, std::fabs(double(out[l]) - r) / std::fabs(r));
+            }
+        }
+        const double eps = std::numeric_limits<T>::epsilon();
+        MESSAGE(std::string(f.name) << "<" << std::string(sizeof(T) == 4 ? "float" : "double") << ">: max rel error "
+                                   << max_rel << " = " << max_rel / eps << " eps");
+        CHECK(max_rel <= (sizeof(T) == 4 ? f.bound_float : f.bound_double) * eps);
+    }
+    // exp(-inf) = 0 and GELU at 0 / large |x| behave
+    alignas(64) T in[W], out[W];
+    for (std::size_t l = 0; l < W; ++l) in[l] = -std::numeric_limits<T>::infinity();
+    ct::simd::store(out, ct::simd::vexp(ct::simd::load(in)));
+    for (std::size_t l = 0; l < W; ++l) CHECK(out[l] == T(0));
+}

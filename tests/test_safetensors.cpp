@@ -1,0 +1,166 @@
+// safetensors reader/writer: round trips, dtype conversion, and every malformed or mismatched
+// input rejected with an error value naming the tensor, leaving the params untouched.
+#include <cstring>
+
+#include "common.hpp"
+#include "reference.hpp"
+
+namespace {
+using L = ct::DecoderOnlyBlock<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<12>>;
+
+struct spec {
+    std::string name, dtype;
+    std::vector<std::size_t> shape;
+    long long extra_bytes = 0;  // declared span minus the correct one
+};
+std::size_t dsize(const std::string& d) { return d == "F64" || d == "I64" ? 8 : d == "BOOL" || d == "U8" ? 1 : d == "F16" ? 2 : 4; }
+
+// A safetensors buffer from specs (data: an increasing ramp so values are checkable).
+std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& header_override = "") {
+    std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+    std::size_t off = 0;
+    for (const spec& s : specs) {
+        std::size_t n = 1;
+        for (auto d : s.shape) n *= d;
+        const std::size_t bytes = static_cast<std::size_t>(static_cast<long long>(n * dsize(s.dtype)) + s.extra_bytes);
+        h += ",\"" + s.name + "\":{\"dtype\":\"" + s.dtype + "\",\"shape\":[";
+        for (std::size_t i = 0; i < s.shape.size(); ++i) h += (i ? "," : "") + std::to_string(s.shape[i]);
+        h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
+        off += bytes;
+    }
+    h += "}";
+    if (!header_override.empty()) h = header_override, off = 64;
+    std::vector<std::byte> out(8 + h.size() + off);
+    std::uint64_t hn = h.size();
+    for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = std::byte((hn >> (8 * i)) & 0xff);
+    std::memcpy(out.data() + 8, h.data(), h.size());
+    std::size_t k = 8 + h.size();
+    for (const spec& s : specs) {
+        std::size_t n = 1;
+        for (auto d : s.shape) n *= d;
+        for (std::size_t i = 0; i < n && k + dsize(s.dtype) <= out.size(); ++i) {
+            if (s.dtype == "F64") { double v = 0.001 * double(i); std::memcpy(&out[k], &v, 8); }
+            else if (s.dtype == "F32") { float v = 0.001f * float(i); std::memcpy(&out[k], &v, 4); }
+            k += dsize(s.dtype);
+        }
+        k += static_cast<std::size_t>(std::max(0LL, s.extra_bytes));
+    }
+    return out;
+}
+
+std::vector<spec> layer_specs(const std::string& prefix, const std::string& dtype = "F32") {
+    static L::Params p;
+    std::vector<spec> v;
+    ct::for_each_tensor(p, [&](std::string_view n, const auto& t) {
+        v.push_back({prefix + std::string(n), dtype, std::vector<std::size_t>(t.shape.begin(), t.shape.end())});
+    });
+    return v;
+}
+
+std::vector<std::byte> snapshot(const L::Params& p) {
+    std::vector<std::byte> b(ct::save_state_dict(p, {}).bytes);
+    REQUIRE(ct::save_state_dict(p, b).st.ok());
+    return b;
+}
+
+void expect_error(const std::vector<std::byte>& file, ct::errc code, const std::string& tensor, const char* prefix = "") {
+    static L::Params p;
+    ref::randomize(p, 5);
+    const auto before = snapshot(p);
+    const ct::status st = ct::load_state_dict(p, file, prefix);
+    INFO("expected " << std::string(ct::to_string(code)) << " '" << tensor << "', got " << std::string(ct::to_string(st.code)) << " '"
+                     << std::string(st.tensor_name()) << "'");
+    CHECK(st.code == code);
+    CHECK(std::string(st.tensor_name()) == tensor);
+    CHECK(snapshot(p) == before);  // nothing written
+}
+}  // namespace
+
+TEST_CASE("safetensors: writer/reader round trip, prefixes, F64 -> F32 conversion") {
+    static L::Params a, b;
+    ref::randomize(a, 1);
+    std::vector<std::byte> buf(ct::save_state_dict(a, {}, "layers.0.").bytes);
+    CHECK(ct::save_state_dict(a, std::span<std::byte>(buf.data(), 10)).st.code == ct::errc::buffer_too_small);
+    REQUIRE(ct::save_state_dict(a, buf, "layers.0.").st.ok());
+    REQUIRE(ct::load_state_dict(b, buf, "layers.0.").ok());
+    CHECK(snapshot(a) == snapshot(b));
+
+    const auto f64 = build(layer_specs("", "F64"));
+    REQUIRE(ct::load_state_dict(b, f64).ok());
+    CHECK(b.linear1.weight.get(5) == 0.005f);
+    CHECK(b.norm2.bias.get(7) == 0.007f);
+
+    // The fixture files: params are found under "params." next to inputs and grads.
+    const auto fixture = test::read_file("gpt_block_f64_post.safetensors");
+    ct::safetensors::file<128> f;
+    REQUIRE(f.parse(fixture).ok());
+    CHECK(f.metadata("kind") == "decoder_only");
+    CHECK(f.metadata("nope").empty());
+    CHECK(f.find("params.linear1.weight") != nullptr);
+}
+
+TEST_CASE("safetensors: malformed files are errors, params untouched") {
+    const auto good = build(layer_specs(""));
+    static L::Params sane;
+    REQUIRE(ct::load_state_dict(sane, good).ok());  // sanity: the good file loads
+
+    expect_error(std::vector<std::byte>(good.begin(), good.begin() + 5), ct::errc::truncated, "");
+    expect_error(std::vector<std::byte>(good.begin(), good.end() - 3), ct::errc::truncated, "norm2.bias");
+    auto huge = good;
+    huge[6] = std::byte{1};  // header length beyond the buffer
+    expect_error(huge, ct::errc::truncated, "");
+
+    const std::string bad_headers[] = {"nope", "{", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x",
+                                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", "{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}",
+                                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
+                                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
+                                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
+                                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],}}",
+                                       "{\"__metadata__\":{\"k\":1}}", "{\"a\x01\":{}}"};
+    for (const auto& h : bad_headers) {
+        INFO("header: " << h);
+        const auto f = build({}, h);
+        ct::safetensors::file<8> idx;
+        const ct::status st = idx.parse(f);
+        CHECK(st.code == ct::errc::malformed_header);
+    }
+    expect_error(build({{"a", "F33", {1}}}), ct::errc::unsupported_dtype, "a");
+    expect_error(build({{"a", "F32", {2, 2}, 4}}), ct::errc::bad_offsets, "a");
+    expect_error(build({{"a", "F32", {2}, 0}, {"a", "F32", {2}, 0}}), ct::errc::duplicate_tensor, "a");
+    expect_error(build({}, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}"),
+                 ct::errc::overlapping_data, "b");
+    expect_error(build({}, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}"),
+                 ct::errc::bad_offsets, "a");
+    {
+        ct::safetensors::file<4> small;
+        CHECK(small.parse(good).code == ct::errc::too_many_tensors);
+    }
+}
+
+TEST_CASE("safetensors: name, shape and dtype mismatches are errors, params untouched") {
+    auto specs = layer_specs("params.");
+    {
+        auto s = specs;
+        s.erase(s.begin() + 3);
+        expect_error(build(s), ct::errc::missing_tensor, "self_attn.out_proj.bias", "params.");
+    }
+    {
+        auto s = specs;
+        s.push_back({"params.linear3.weight", "F32", {2}});
+        s.push_back({"grad.whatever", "F32", {2}});  // outside the prefix: ignored
+        expect_error(build(s), ct::errc::unexpected_tensor, "params.linear3.weight", "params.");
+    }
+    {
+        auto s = specs;
+        s[6].shape = {8, 13};
+        expect_error(build(s), ct::errc::wrong_shape, "linear2.weight", "params.");
+        s[6].shape = {8, 12, 1};
+        expect_error(build(s), ct::errc::wrong_shape, "linear2.weight", "params.");
+    }
+    {
+        auto s = specs;
+        s[2].dtype = "I32";
+        expect_error(build(s), ct::errc::wrong_dtype, "self_attn.out_proj.weight", "params.");
+    }
+}
