@@ -23,9 +23,9 @@ std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& 
         std::size_t n = 1;
         for (auto d : s.shape) n *= d;
         const std::size_t bytes = static_cast<std::size_t>(static_cast<long long>(n * dsize(s.dtype)) + s.extra_bytes);
-        h += ",\"" + s.name + "\":{\"dtype\":\"" + s.dtype + "\",\"shape\":[";
-        for (std::size_t i = 0; i < s.shape.size(); ++i) h += (i ? "," : "") + std::to_string(s.shape[i]);
-        h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
+        h.append(",\"").append(s.name).append("\":{\"dtype\":\"").append(s.dtype).append("\",\"shape\":[");
+        for (std::size_t i = 0; i < s.shape.size(); ++i) h.append(i ? "," : "").append(std::to_string(s.shape[i]));
+        h.append("],\"data_offsets\":[").append(std::to_string(off)).append(",").append(std::to_string(off + bytes)).append("]}");
         off += bytes;
     }
     h += "}";
