@@ -52,3 +52,34 @@ TEST_CASE("no heap allocation in forward / forward_train") {
     Rig<ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>, ct::norm_first<true>, ct::activation<ct::gelu_tanh>>, 2, 12, 12>{}.all();
     Rig<ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>, 1, 9, 9>{}.all();
 }
+
+TEST_CASE("no heap allocation in fill_cross_cache, step, step_ragged, truncate") {
+    using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
+    using G = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>;
+    static L::Params p;
+    static G::Params g;
+    static L::KVCache<2, 16> cache;
+    static L::CrossKVCache<2, 9> cc;
+    static L::StepWorkspace<2, 3, 16> ws;
+    static G::KVCache<1, 16> gcache;
+    static G::StepWorkspace<1, 1, 16> gws;
+    static ct::Tensor<float, 2, 9, 32> mem;
+    static ct::Tensor<float, 2, 3, 32> x, y;
+    static ct::Tensor<double, 1, 1, 32> gx, gy;
+    ref::randomize(p, 1);
+    ref::randomize(g, 2);
+    ref::randomize_tensor(mem, 3);
+    ref::randomize_tensor(x, 4);
+    ref::randomize_tensor(gx, 5);
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        L::fill_cross_cache(p, ws, cc, mem);
+        for (int i = 0; i < 4; ++i) ok = ok && L::step(p, ws, cache, cc, x, y, ct::causal{}, ct::key_lengths{9, 5}).ok();
+        ok = ok && L::step_ragged(p, ws, cache, cc, x, y, std::array<std::size_t, 2>{1, 3}, ct::causal{}).ok();
+        ok = ok && cache.truncate_all(2).ok();
+        for (int i = 0; i < 16; ++i) ok = ok && G::step(g, gws, gcache, gx, gy, ct::causal{}).ok();
+        ok = ok && G::step(g, gws, gcache, gx, gy, ct::causal{}).code == ct::errc::cache_full;
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}

@@ -19,7 +19,8 @@ TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias,
     const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},  {3, 5, 7},    {7, 9, 17},  {13, 33, 31}, {6, 16, 8},
                                     {25, 70, 3}, {5, 100, 300}, {4, 24, 0},  {31, 47, 513}};
     unsigned seed = 1;
-    for (auto [M, N, K] : sizes) {
+    for (const auto& sz : sizes) {
+        const std::size_t M = sz[0], N = sz[1], K = sz[2];
         for (int variant = 0; variant < 3; ++variant) {
             const std::size_t lda = K + (variant == 2 ? 3 : 0), ldb = N + (variant == 2 ? 5 : 0),
                               ldc = N + (variant == 2 ? 2 : 0);

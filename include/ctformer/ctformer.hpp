@@ -3,11 +3,13 @@
 #include "attention.hpp"
 #include "config.hpp"
 #include "dropout.hpp"
+#include "kv_cache.hpp"
 #include "layer.hpp"
 #include "masks.hpp"
 #include "params.hpp"
 #include "policies.hpp"
 #include "safetensors.hpp"
+#include "status.hpp"
 #include "tensor.hpp"
 
 namespace ct = ctformer;

@@ -19,6 +19,7 @@
 #include "dropout.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/gemm.hpp"
+#include "kv_cache.hpp"
 #include "masks.hpp"
 #include "params.hpp"
 #include "tensor.hpp"
@@ -155,72 +156,130 @@ template <class Cfg> struct Layer {
                       "ctformer: cross-attention mask does not fit (batch, heads, tgt_len, src_len) or dtype");
     }
 
+    // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
+    // The full forward projects them and transposes keys into scratch; the step appends them to
+    // a KVCache and reads the cache. Everything else in the pipeline is shared.
+    struct kv_view {
+        const T* kt;  // keys transposed: (Dh, keys) at stride ldk
+        std::size_t ldk;
+        const T* v;  // values: (keys, Dh) at stride ldv
+        std::size_t ldv;
+        std::size_t keys;   // number of keys visible to this call
+        std::size_t rows;   // query rows of batch row b in this call
+        std::size_t qpos0;  // absolute position of the first query row
+    };
+    // Forward, self-attention: keys of the Tq rows themselves.
+    struct transient_self {
+        T* kt;
+        std::size_t Tq;
+        kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
+            transpose_keys(Tq, Dh, k, ld, kt, Tq);
+            return {kt, Tq, v, ld, Tq, Tq, 0};
+        }
+    };
+    // Forward, cross-attention: keys/values of the memory rows, projected once per call.
+    struct transient_cross {
+        T* kt;
+        const T* kv_mem;  // (B*S, 2D): k | v per memory row
+        std::size_t S, Tq;
+        kv_view operator()(std::size_t b, std::size_t h) const {
+            const T* kv = kv_mem + b * S * 2 * D + h * Dh;
+            transpose_keys(S, Dh, kv, 2 * D, kt, S);
+            return {kt, S, kv + D, 2 * D, S, Tq, 0};
+        }
+    };
+    // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
+    template <class Cache> struct cached_self {
+        Cache& cache;
+        const std::array<std::size_t, Cache::batch>& pos0;
+        const std::array<std::size_t, Cache::batch>& count;
+        kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
+            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
+            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
+                    pos0[b]};
+        }
+    };
+    // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
+    template <class Cache, std::size_t B> struct cached_cross {
+        const Cache& cache;
+        const std::array<std::size_t, B>& pos0;
+        const std::array<std::size_t, B>& count;
+        kv_view operator()(std::size_t b, std::size_t h) const {
+            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
+        }
+    };
+    struct no_source {};
+
     // Multi-head self-attention of x: (B*Tq, D) -> ws.branch: (B*Tq, D).
-    template <class WS, class Mask, class Drop>
-    static void self_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Mask& mask,
-                               const Drop& drop) {
+    template <class WS, class Src, class Mask, class Drop>
+    static void self_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
+                               const Mask& mask, const Drop& drop) {
         const auto& a = p.self_attn;
-        const std::size_t M = B * Tq;
-        // qkv: (M, 3D) = x: (M, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        kernels::gemm(M, 3 * D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, 3 * D, a.in_bias_data());
+        // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
+        kernels::gemm(B * Tq, 3 * D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, 3 * D, a.in_bias_data());
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
                 const T* base = ws.qkv + b * Tq * 3 * D + h * Dh;
-                transpose_keys(Tq, Dh, base + D, 3 * D, ws.kt, Tq);
-                attend_head(Tq, Tq, Dh, base, 3 * D, ws.kt, Tq, base + 2 * D, 3 * D, ws.ctx + b * Tq * D + h * Dh, D,
-                            ws.scores, scale, mask, head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
+                const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
+                attend_head(kv.rows, kv.keys, Dh, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
+                            dropout_site::self_attn_weights);
             }
-        out_projection(a, ws.ctx, ws.branch, M);
+        out_projection(a, ws.ctx, ws.branch, B * Tq);
     }
 
-    // Multi-head cross-attention of x: (B*Tq, D) over mem: (B*S, D) -> ws.branch: (B*Tq, D).
-    template <class WS, class Mask, class Drop>
-    static void cross_attention(const Params& p, WS& ws, const T* x, const T* mem, std::size_t B, std::size_t Tq,
-                                std::size_t S, const Mask& mask, const Drop& drop) {
+    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> ws.branch: (B*Tq, D).
+    template <class WS, class Src, class Mask, class Drop>
+    static void cross_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
+                                const Mask& mask, const Drop& drop) {
         const auto& a = p.multihead_attn;
-        const T* w = a.in_proj_weight.kernel_data();
-        const T* bias = a.in_bias_data();
-        // q: (M, D) = x · Wqᵀ + bq ; kv: (B*S, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
-        kernels::gemm(B * Tq, D, D, x, D, w, 3 * D, ws.qkv, D, bias);
-        kernels::gemm(B * S, 2 * D, D, mem, D, w + D, 3 * D, ws.kv_mem, 2 * D, bias ? bias + D : nullptr);
+        // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
+        kernels::gemm(B * Tq, D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, D, a.in_bias_data());
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const T* kv = ws.kv_mem + b * S * 2 * D + h * Dh;
-                transpose_keys(S, Dh, kv, 2 * D, ws.kt, S);
-                attend_head(Tq, S, Dh, ws.qkv + b * Tq * D + h * Dh, D, ws.kt, S, kv + D, 2 * D,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, 0, drop,
+                const kv_view kv = src(b, h);
+                attend_head(kv.rows, kv.keys, Dh, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                             dropout_site::cross_attn_weights);
             }
         out_projection(a, ws.ctx, ws.branch, B * Tq);
     }
 
-    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
-    static void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
-                    const CM& cm, const Drop& drop) {
-        constexpr std::size_t M = B * Tq;
-        // Self-attention sub-layer. y may alias x: every stage reads a row before writing it.
+    // mem: (B*S, D) -> kv: (B*S, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
+    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv) {
+        const auto& a = p.multihead_attn;
+        const T* bias = a.in_bias_data();
+        kernels::gemm(rows, 2 * D, D, mem, D, a.in_proj_weight.kernel_data() + D, 3 * D, kv, 2 * D,
+                      bias ? bias + D : nullptr);
+    }
+
+    // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
+    // writing it). Shared by forward, forward_train and step.
+    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop>
+    static void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
+                         const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
+                         const Drop& drop) {
+        const std::size_t M = B * Tq;
         const T* in = x;
         if constexpr (pre_norm) {
             norm_rows(norm_self(p), x, ws.normed, M);
             in = ws.normed;
         }
-        self_attention(p, ws, in, B, Tq, sm, drop);
+        self_attention(p, ws, in, B, Tq, self_src, sm, drop);
         drop_rows(drop, ws.branch, M, Tq, dropout_site::self_attn_out);
         residual(norm_self(p), x, ws.branch, y, M);
-        // Cross-attention sub-layer (memory is never normalized).
-        if constexpr (cross) {
+        if constexpr (cross) {  // memory is never normalized
             in = y;
             if constexpr (pre_norm) {
                 norm_rows(norm_cross(p), y, ws.normed, M);
                 in = ws.normed;
             }
-            cross_attention(p, ws, in, mem, B, Tq, S, cm, drop);
+            cross_attention(p, ws, in, B, Tq, cross_src, cm, drop);
             drop_rows(drop, ws.branch, M, Tq, dropout_site::cross_attn_out);
             residual(norm_cross(p), y, ws.branch, y, M);
         }
-        // Feed-forward sub-layer.
         in = y;
         if constexpr (pre_norm) {
             norm_rows(norm_ffn(p), y, ws.normed, M);
@@ -228,6 +287,153 @@ template <class Cfg> struct Layer {
         }
         feed_forward(p, in, ws.hidden, ws.branch, M, Tq, drop);
         residual(norm_ffn(p), y, ws.branch, y, M);
+    }
+
+    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
+    static void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
+                    const CM& cm, const Drop& drop) {
+        if constexpr (cross) {
+            project_memory(p, mem, B * S, ws.kv_mem);
+            run_rows(p, ws, B, Tq, x, y, transient_self{ws.kt, Tq}, transient_cross{ws.kt, ws.kv_mem, S, Tq}, sm, cm,
+                     drop);
+        } else {
+            run_rows(p, ws, B, Tq, x, y, transient_self{ws.kt, Tq}, no_source{}, sm, cm, drop);
+        }
+    }
+
+    template <class Cache, class X, class Y, class SWS, class SM, class CM, std::size_t KeysNeeded>
+    static constexpr void check_step_shapes() {
+        static_assert(tensor_like<X> && tensor_like<Y>, "ctformer: step input/output must be tensors");
+        static_assert(std::is_same_v<typename X::value_type, T> && std::is_same_v<typename Y::value_type, T> &&
+                          std::is_same_v<typename Cache::value_type, T>,
+                      "ctformer: mixed dtypes: step tensors and caches must have the layer's dtype");
+        static_assert(X::rank == 3 && X::shape[2] == D, "ctformer: d_model mismatch: step input is (batch, chunk, d_model)");
+        static_assert(Y::shape == X::shape, "ctformer: step output must have the input's shape");
+        static_assert(X::shape[0] == Cache::batch, "ctformer: batch mismatch: step input and KV cache batch sizes differ");
+        static_assert(Cache::heads == H && Cache::head_dim == Dh, "ctformer: KV cache built for another layer shape");
+        constexpr std::size_t B = X::shape[0], C = X::shape[1], Cap = Cache::capacity;
+        static_assert(C <= Cap, "ctformer: step chunk is longer than the KV cache capacity");
+        static_assert(std::is_same_v<SWS, StepWorkspace<SWS::batch, SWS::chunk, SWS::keys_max>> && SWS::batch == B &&
+                          SWS::chunk == C && SWS::keys_max >= KeysNeeded,
+                      "ctformer: step workspace shape differs: use Layer::StepWorkspace<batch, chunk, max(capacity, "
+                      "src_len)>");
+        static_assert(SM::template fits<T, B, H, Cap, Cap>,
+                      "ctformer: self-attention mask does not fit (batch, heads, capacity, capacity) or dtype");
+        (void)sizeof(CM);
+    }
+
+    template <class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
+    static status step_impl(const Params& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, const X& x, Y& y,
+                            const std::array<std::size_t, Cache::batch>& count, const SM& sm, const CM& cm) {
+        constexpr std::size_t B = X::shape[0], C = X::shape[1];
+        for (std::size_t b = 0; b < B; ++b) {
+            if (count[b] > C) return status::error(errc::out_of_range);
+            if (cache.len[b] + count[b] > Cache::capacity) return status::error(errc::cache_full);
+        }
+        const std::array<std::size_t, B> pos0 = cache.len;
+        const T* xin = x.data();
+        T* yout = y.data();
+        if constexpr (cross)
+            run_rows(p, ws, B, C, xin, yout, cached_self<Cache>{cache, pos0, count},
+                     cross_src(pos0, count), sm, cm, no_dropout{});
+        else
+            run_rows(p, ws, B, C, xin, yout, cached_self<Cache>{cache, pos0, count}, no_source{}, sm, cm,
+                     no_dropout{});
+        for (std::size_t b = 0; b < B; ++b) {
+            cache.len[b] += count[b];
+            for (std::size_t i = count[b]; i < C; ++i)  // rows not fed this step: zero, not stale
+                for (std::size_t d = 0; d < D; ++d) yout[(b * C + i) * D + d] = T(0);
+        }
+        return {};
+    }
+
+  public:
+    // ---- Incremental decoding ----
+    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
+    template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
+
+    // Scratch for a step of `Chunk` positions per batch row over caches of up to `KeysMax` keys
+    // (max of the self cache's capacity and the memory length).
+    template <std::size_t B, std::size_t Chunk, std::size_t KeysMax> struct StepWorkspace {
+        static_assert(B > 0 && Chunk > 0 && KeysMax > 0, "ctformer: batch, chunk and capacity must be non-zero");
+        static constexpr std::size_t batch = B, chunk = Chunk, keys_max = KeysMax, M = B * Chunk;
+        alignas(64) T qkv[M * 3 * D];
+        alignas(64) T ctx[M * D];
+        alignas(64) T branch[M * D];
+        alignas(64) T normed[pre_norm ? M * D : 1];
+        alignas(64) T hidden[M * F];
+        alignas(64) T scores[attention_row_block * KeysMax];
+        // Staging for fill_cross_cache: projected memory rows, a block at a time.
+        static constexpr std::size_t fill_rows = 16;
+        alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
+        static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F +
+                                                          attention_row_block * KeysMax + (cross ? fill_rows * 2 * D : 1));
+    };
+
+    // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
+    template <class Mem, std::size_t B, std::size_t S, std::size_t C, std::size_t K>
+        requires cross
+    static void fill_cross_cache(const Params& p, StepWorkspace<B, C, K>& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
+        static_assert(std::is_same_v<typename Mem::value_type, T>, "ctformer: mixed dtypes: memory and cache");
+        static_assert(Mem::rank == 3 && Mem::shape[0] == B && Mem::shape[1] == S && Mem::shape[2] == D,
+                      "ctformer: memory must be (batch, src_len, d_model) matching the cross cache");
+        constexpr std::size_t R = StepWorkspace<B, C, K>::fill_rows;
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t j0 = 0; j0 < S; j0 += R) {
+                const std::size_t rows = S - j0 < R ? S - j0 : R;
+                project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging);
+                for (std::size_t r = 0; r < rows; ++r)
+                    for (std::size_t h = 0; h < H; ++h)
+                        cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);
+            }
+        cc.len.fill(S);
+        cc.filled = true;
+    }
+
+    // Feeds the next Chunk positions of every batch row (x: (B, Chunk, D)) and writes their
+    // outputs (y: (B, Chunk, D)); their keys/values are appended to the cache. Equal to the rows of
+    // the full forward over the whole prefix. Masks see absolute positions: self masks are sized
+    // (capacity, capacity); cross masks (capacity, src_len).
+    // Overflowing the capacity returns errc::cache_full and changes nothing.
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+              class CM = no_mask>
+        requires cross
+    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc, const X& x, Y& y,
+                       const SM& sm = {}, const CM& cm = {}) {
+        std::array<std::size_t, B> count;
+        count.fill(X::shape[1]);
+        return step_ragged(p, ws, cache, cc, x, y, count, sm, cm);
+    }
+    // Ragged batch: count[b] <= Chunk positions of row b are fed (rows past count[b] output zeros).
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+              class CM = no_mask>
+        requires cross
+    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc,
+                              const X& x, Y& y, const std::array<std::size_t, B>& count, const SM& sm = {},
+                              const CM& cm = {}) {
+        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM, (Cap > S ? Cap : S)>();
+        static_assert(CM::template fits<T, B, H, Cap, S>,
+                      "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
+        if (!cc.filled) return status::error(errc::cache_empty);
+        auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
+            return cached_cross<CrossKVCache<B, S>, B>{cc, pos0, n};
+        };
+        return step_impl(p, ws, cache, src, x, y, count, sm, cm);
+    }
+    // Decoder-only block.
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+        requires(!cross)
+    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
+        std::array<std::size_t, B> count;
+        count.fill(X::shape[1]);
+        return step_ragged(p, ws, cache, x, y, count, sm);
+    }
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+        requires(!cross)
+    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
+                              const std::array<std::size_t, B>& count, const SM& sm = {}) {
+        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask, Cap>();
+        return step_impl(p, ws, cache, no_source{}, x, y, count, sm, no_mask{});
     }
 };
 

@@ -1,0 +1,68 @@
+// ctformer/status.hpp — error values: every fallible operation returns a status naming the
+// problem and, where there is one, the tensor it concerns. No exceptions, no heap.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace ctformer {
+
+enum class errc : std::uint8_t {
+    ok = 0,
+    malformed_header,   // not a safetensors header (JSON syntax, missing fields, bad values)
+    truncated,          // the buffer ends before the header or a tensor's data
+    unsupported_dtype,  // a dtype string safetensors does not define
+    bad_offsets,        // data_offsets disagree with dtype x shape, or point outside the buffer
+    overlapping_data,   // two tensors share bytes
+    duplicate_tensor,   // a name appears twice
+    too_many_tensors,   // more tensors than the index's capacity
+    missing_tensor,     // the params need a tensor the file lacks
+    unexpected_tensor,  // the file has a tensor (under the prefix) the params do not
+    wrong_shape,        // a tensor's shape differs from the params'
+    wrong_dtype,        // a tensor's dtype cannot be converted to the params' type
+    buffer_too_small,   // the writer's output buffer is too small
+    cache_full,         // appending would exceed a KV cache's capacity (nothing was appended)
+    cache_empty,        // a cross-attention cache was used before it was filled
+    out_of_range,       // a length or index beyond what exists
+};
+
+inline constexpr const char* to_string(errc e) {
+    switch (e) {
+        case errc::ok: return "ok";
+        case errc::malformed_header: return "malformed header";
+        case errc::truncated: return "truncated";
+        case errc::unsupported_dtype: return "unsupported dtype";
+        case errc::bad_offsets: return "bad data_offsets";
+        case errc::overlapping_data: return "overlapping data";
+        case errc::duplicate_tensor: return "duplicate tensor";
+        case errc::too_many_tensors: return "too many tensors";
+        case errc::missing_tensor: return "missing tensor";
+        case errc::unexpected_tensor: return "unexpected tensor";
+        case errc::wrong_shape: return "wrong shape";
+        case errc::wrong_dtype: return "wrong dtype";
+        case errc::buffer_too_small: return "buffer too small";
+        case errc::cache_full: return "cache full";
+        case errc::cache_empty: return "cache empty";
+        case errc::out_of_range: return "out of range";
+    }
+    return "?";
+}
+
+// An error value: the problem and the tensor it concerns (empty when it concerns the file).
+struct status {
+    errc code = errc::ok;
+    std::array<char, 96> tensor{};
+    explicit operator bool() const { return code == errc::ok; }
+    bool ok() const { return code == errc::ok; }
+    std::string_view tensor_name() const { return std::string_view(tensor.data()); }
+    static status error(errc c, std::string_view name = {}) {
+        status s;
+        s.code = c;
+        const std::size_t n = name.size() < s.tensor.size() - 1 ? name.size() : s.tensor.size() - 1;
+        std::memcpy(s.tensor.data(), name.data(), n);
+        return s;
+    }
+};
+
+}  // namespace ctformer
