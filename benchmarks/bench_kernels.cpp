@@ -1,0 +1,68 @@
+// Kernel benchmarks: the GEMM micro-kernel with warm caches, GEMMs at the layer's shapes, and the
+// row kernels. GFLOP/s and % of the peak-FMA probe measured by this binary.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include <ctformer/ctformer.hpp>
+
+#include "probes.hpp"
+
+namespace {
+void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K) {
+    std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N), bias(N, 0.1f);
+    for (auto _ : st) {
+        ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data());
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    const double flops = 2.0 * double(M) * double(N) * double(K);
+    st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["%peak"] = benchmark::Counter(100.0 * flops / probes::peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+using tile = ct::kernels::gemm_tile<float>;
+
+// Warm cache: one row tile, one panel column block, K within a KC block.
+void BM_gemm_microkernel(benchmark::State& st) { gemm_bench(st, tile::MR * 4, tile::NR * 4, tile::KC); }
+void BM_gemm(benchmark::State& st) {
+    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)));
+}
+
+void BM_softmax(benchmark::State& st) {
+    std::vector<float> x(std::size_t(st.range(0)));
+    for (auto _ : st) {
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.1f;
+        ct::kernels::softmax_inplace(x.data(), x.size());
+        benchmark::DoNotOptimize(x.data());
+    }
+    st.SetItemsProcessed(st.iterations() * st.range(0));
+}
+void BM_layer_norm(benchmark::State& st) {
+    std::vector<float> x(std::size_t(st.range(0)), 0.3f), g(x.size(), 1.0f), b(x.size(), 0.0f), y(x.size());
+    for (auto _ : st) {
+        ct::kernels::layer_norm_row(x.data(), y.data(), x.size(), 1e-5f, g.data(), b.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.SetItemsProcessed(st.iterations() * st.range(0));
+}
+template <class F> void BM_activation(benchmark::State& st) {
+    std::vector<float> x(4096);
+    for (auto _ : st) {
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i % 100) * 0.05f - 2.5f;
+        ct::kernels::map_inplace(x.data(), x.size(), F{});
+        benchmark::DoNotOptimize(x.data());
+    }
+    st.SetItemsProcessed(st.iterations() * 4096);
+}
+}  // namespace
+
+BENCHMARK(BM_gemm_microkernel);
+// (M, N, K) of the base layer: QKV, out_proj, FFN up, FFN down; and the tiny layer's QKV.
+BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64});
+BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000);
+BENCHMARK(BM_layer_norm)->Arg(64)->Arg(512);
+BENCHMARK(BM_activation<ct::relu>)->Name("BM_activation/relu");
+BENCHMARK(BM_activation<ct::gelu>)->Name("BM_activation/gelu");
+BENCHMARK(BM_activation<ct::gelu_tanh>)->Name("BM_activation/gelu_tanh");
+BENCHMARK(BM_activation<ct::silu>)->Name("BM_activation/silu");
+BENCHMARK_MAIN();

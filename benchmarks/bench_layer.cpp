@@ -1,0 +1,149 @@
+// Whole-layer benchmarks: ctformer, and (when built with the peers) libtorch's
+// torch::nn::TransformerDecoderLayer and a straightforward Eigen implementation, same shapes and
+// masks (causal post-norm ReLU), 1 thread, in one run. Counters: GFLOP/s and % of the peak-FMA
+// probe measured by this binary; for steps, effective weight bandwidth and % of a read probe.
+#include <benchmark/benchmark.h>
+
+#include <ctformer/ctformer.hpp>
+
+#include "probes.hpp"
+#include "shapes.hpp"
+
+#ifdef CTFORMER_HAVE_EIGEN
+#include "eigen_decoder.hpp"
+#endif
+#ifdef CTFORMER_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace {
+
+template <class P> void fill(P& p) {
+    unsigned s = 17;
+    ct::for_each_tensor(p, [&](std::string_view name, auto& t) {
+        const bool gamma = name.starts_with("norm") && name.ends_with("weight");
+        for (std::size_t i = 0; i < t.size; ++i) {
+            s = s * 1103515245u + 12345u;
+            t.set(i, gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.1f);
+        }
+    });
+}
+template <class X> void fill_tensor(X& x) {
+    for (std::size_t i = 0; i < x.size; ++i) x.storage[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+}
+void flop_counters(benchmark::State& st, double flops) {
+    st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["%peak"] = benchmark::Counter(100.0 * flops / probes::peak_flops(),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <const shape& s> struct layer_of {
+    using type = std::conditional_t<
+        s.cross, ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>,
+        ct::DecoderOnlyBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::norm_first<true>,
+                             ct::activation<ct::gelu>>>;
+};
+
+template <const shape& s> void BM_ctformer(benchmark::State& st) {
+    using L = typename layer_of<s>::type;
+    static typename L::Params p;
+    static typename L::template Workspace<s.B, s.T, s.S> ws;
+    static ct::Tensor<float, s.B, s.T, s.D> tgt, out;
+    static ct::Tensor<float, s.B, s.S, s.D> mem;
+    fill(p);
+    fill_tensor(tgt);
+    fill_tensor(mem);
+    for (auto _ : st) {
+        if constexpr (s.cross) L::forward(p, ws, tgt, mem, out, ct::causal{});
+        else L::forward(p, ws, tgt, out, ct::causal{});
+        benchmark::DoNotOptimize(out.storage[0]);
+        benchmark::ClobberMemory();
+    }
+    flop_counters(st, layer_flops(s));
+}
+
+// One token through the caches: self cache at `s.T` positions after the step, memory s.S.
+template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
+    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
+    static typename L::Params p;
+    static typename L::template KVCache<1, s.T> cache;
+    static typename L::template CrossKVCache<1, s.S> cc;
+    static typename L::template StepWorkspace<1, 1, (s.T > s.S ? s.T : s.S)> ws;
+    static ct::Tensor<float, 1, 1, s.D> x, y;
+    static ct::Tensor<float, 1, s.S, s.D> mem;
+    fill(p);
+    fill_tensor(mem);
+    fill_tensor(x);
+    L::fill_cross_cache(p, ws, cc, mem);
+    cache.reset();
+    for (std::size_t t = 0; t + 1 < s.T; ++t) (void)L::step(p, ws, cache, cc, x, y, ct::causal{});
+    for (auto _ : st) {
+        (void)cache.truncate_all(s.T - 1);
+        if (!L::step(p, ws, cache, cc, x, y, ct::causal{})) st.SkipWithError("step failed");
+        benchmark::DoNotOptimize(y.storage[0]);
+        benchmark::ClobberMemory();
+    }
+    // Weights a step reads: self in_proj + out_proj, cross q + out_proj, FFN (cross K/V are cached).
+    const double weight_bytes = 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F);
+    st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    static const double probe = probes::read_bandwidth(static_cast<std::size_t>(weight_bytes));
+    st.counters["%probeBW"] = benchmark::Counter(100.0 * weight_bytes / probe, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["probeGB/s"] = probe / 1e9;
+}
+
+void BM_peak_fma_probe(benchmark::State& st) {
+    for (auto _ : st) benchmark::DoNotOptimize(probes::peak_flops());
+    st.counters["GFLOP/s"] = probes::peak_flops() / 1e9;
+}
+
+#ifdef CTFORMER_HAVE_EIGEN
+template <const shape& s> void BM_eigen(benchmark::State& st) {
+    Eigen::setNbThreads(1);
+    eigen_peer::Layer layer(int(s.D), int(s.H), int(s.F));
+    std::vector<eigen_peer::Mat> tgt(s.B, eigen_peer::Mat::Random(int(s.T), int(s.D))),
+        mem(s.B, eigen_peer::Mat::Random(int(s.S), int(s.D)));
+    for (auto _ : st)
+        for (std::size_t b = 0; b < s.B; ++b) benchmark::DoNotOptimize(layer.forward(tgt[b], mem[b]).data());
+    flop_counters(st, layer_flops(s));
+}
+#endif
+
+#ifdef CTFORMER_HAVE_TORCH
+template <const shape& s> void BM_libtorch(benchmark::State& st) {
+    torch::set_num_threads(1);
+    torch::NoGradGuard no_grad;
+    torch::nn::TransformerDecoderLayer layer(
+        torch::nn::TransformerDecoderLayerOptions(int64_t(s.D), int64_t(s.H)).dim_feedforward(int64_t(s.F)).dropout(0.0));
+    layer->eval();
+    // libtorch 1.13's C++ layer is sequence-first: (T, B, D).
+    auto tgt = torch::randn({int64_t(s.T), int64_t(s.B), int64_t(s.D)});
+    auto mem = torch::randn({int64_t(s.S), int64_t(s.B), int64_t(s.D)});
+    auto mask = torch::full({int64_t(s.T), int64_t(s.T)}, -std::numeric_limits<float>::infinity()).triu(1);
+    for (auto _ : st) benchmark::DoNotOptimize(layer->forward(tgt, mem, mask).data_ptr());
+    flop_counters(st, layer_flops(s));
+}
+#endif
+
+}  // namespace
+
+BENCHMARK(BM_peak_fma_probe)->Iterations(1);
+BENCHMARK(BM_ctformer<tiny>)->Name("layer/tiny/ctformer");
+BENCHMARK(BM_ctformer<small>)->Name("layer/small/ctformer");
+BENCHMARK(BM_ctformer<base>)->Name("layer/base/ctformer");
+BENCHMARK(BM_ctformer<batched>)->Name("layer/batched/ctformer");
+BENCHMARK(BM_ctformer<gpt>)->Name("layer/gpt/ctformer");
+BENCHMARK(BM_ctformer_step<tiny>)->Name("step/tiny/ctformer");
+BENCHMARK(BM_ctformer_step<base>)->Name("step/base/ctformer");
+#ifdef CTFORMER_HAVE_EIGEN
+BENCHMARK(BM_eigen<tiny>)->Name("layer/tiny/eigen");
+BENCHMARK(BM_eigen<small>)->Name("layer/small/eigen");
+BENCHMARK(BM_eigen<base>)->Name("layer/base/eigen");
+BENCHMARK(BM_eigen<batched>)->Name("layer/batched/eigen");
+#endif
+#ifdef CTFORMER_HAVE_TORCH
+BENCHMARK(BM_libtorch<tiny>)->Name("layer/tiny/libtorch");
+BENCHMARK(BM_libtorch<small>)->Name("layer/small/libtorch");
+BENCHMARK(BM_libtorch<base>)->Name("layer/base/libtorch");
+BENCHMARK(BM_libtorch<batched>)->Name("layer/batched/libtorch");
+#endif
+BENCHMARK_MAIN();
