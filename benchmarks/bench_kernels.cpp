@@ -11,8 +11,9 @@
 namespace {
 void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K) {
     std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N), bias(N, 0.1f);
+    static float pack[ct::kernels::gemm_pack_elems<float>];  // as the layer's workspace provides
     for (auto _ : st) {
-        ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data());
+        ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data(), ct::kernels::identity_op{}, pack);
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
@@ -58,7 +59,8 @@ template <class F> void BM_activation(benchmark::State& st) {
 
 BENCHMARK(BM_gemm_microkernel);
 // (M, N, K) of the base layer: QKV, out_proj, FFN up, FFN down; and the tiny layer's QKV.
-BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64});
+BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64})
+    ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048});
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000);
 BENCHMARK(BM_layer_norm)->Arg(64)->Arg(512);
 BENCHMARK(BM_activation<ct::relu>)->Name("BM_activation/relu");

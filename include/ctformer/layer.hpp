@@ -49,9 +49,10 @@ template <class Cfg> struct Layer {
         alignas(64) T hidden[M * F];
         alignas(64) T kt[Dh * Smax];                           // one head's keys, transposed
         alignas(64) T scores[attention_row_block * Smax];      // one block of query rows
+        alignas(64) T pack[kernels::gemm_pack_elems<T>];        // one packed GEMM panel
         static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + Ms * 2 * D + 2 * M * D +
                                                           (pre_norm ? M * D : 1) + M * F + Dh * Smax +
-                                                          attention_row_block * Smax);
+                                                          attention_row_block * Smax + kernels::gemm_pack_elems<T>);
     };
 
     // ---- Inference (eval mode: dropout is the identity) ----
@@ -107,12 +108,13 @@ template <class Cfg> struct Layer {
     }
     template <class Drop>
     static void feed_forward(const Params& p, const T* x, T* hidden, T* branch, std::size_t rows, std::size_t Tq,
-                             const Drop& drop) {
+                             const Drop& drop, T* pack) {
         kernels::gemm(rows, F, D, x, D, p.linear1.weight.kernel_data(), F, hidden, F, p.linear1.bias_data(),
-                      Activation{});
+                      Activation{}, pack);
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(hidden + r * F, F, dropout_site::ffn_activation, row_id(r, Tq));
-        kernels::gemm(rows, D, F, hidden, F, p.linear2.weight.kernel_data(), D, branch, D, p.linear2.bias_data());
+        kernels::gemm(rows, D, F, hidden, F, p.linear2.weight.kernel_data(), D, branch, D, p.linear2.bias_data(),
+                      kernels::identity_op{}, pack);
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(branch + r * D, D, dropout_site::ffn_out, row_id(r, Tq));
     }
@@ -121,8 +123,9 @@ template <class Cfg> struct Layer {
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(x + r * D, D, site, row_id(r, Tq));
     }
-    template <class MHA> static void out_projection(const MHA& a, const T* ctx, T* branch, std::size_t rows) {
-        kernels::gemm(rows, D, D, ctx, D, a.out_proj.weight.kernel_data(), D, branch, D, a.out_proj.bias_data());
+    template <class MHA> static void out_projection(const MHA& a, const T* ctx, T* branch, std::size_t rows, T* pack) {
+        kernels::gemm(rows, D, D, ctx, D, a.out_proj.weight.kernel_data(), D, branch, D, a.out_proj.bias_data(),
+                      kernels::identity_op{}, pack);
     }
     // The norm applied before (pre-norm) or after (post-norm) each sub-layer.
     static const auto& norm_self(const Params& p) { return p.norm1; }
@@ -216,7 +219,8 @@ template <class Cfg> struct Layer {
                                const Mask& mask, const Drop& drop) {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        kernels::gemm(B * Tq, 3 * D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, 3 * D, a.in_bias_data());
+        kernels::gemm(B * Tq, 3 * D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, 3 * D, a.in_bias_data(),
+                      kernels::identity_op{}, ws.pack);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -226,7 +230,7 @@ template <class Cfg> struct Layer {
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                             dropout_site::self_attn_weights);
             }
-        out_projection(a, ws.ctx, ws.branch, B * Tq);
+        out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
     }
 
     // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> ws.branch: (B*Tq, D).
@@ -235,7 +239,8 @@ template <class Cfg> struct Layer {
                                 const Mask& mask, const Drop& drop) {
         const auto& a = p.multihead_attn;
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
-        kernels::gemm(B * Tq, D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, D, a.in_bias_data());
+        kernels::gemm(B * Tq, D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, D, a.in_bias_data(),
+                      kernels::identity_op{}, ws.pack);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -244,15 +249,15 @@ template <class Cfg> struct Layer {
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                             dropout_site::cross_attn_weights);
             }
-        out_projection(a, ws.ctx, ws.branch, B * Tq);
+        out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
     }
 
     // mem: (B*S, D) -> kv: (B*S, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
-    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv) {
+    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
         const auto& a = p.multihead_attn;
         const T* bias = a.in_bias_data();
         kernels::gemm(rows, 2 * D, D, mem, D, a.in_proj_weight.kernel_data() + D, 3 * D, kv, 2 * D,
-                      bias ? bias + D : nullptr);
+                      bias ? bias + D : nullptr, kernels::identity_op{}, pack);
     }
 
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
@@ -285,7 +290,7 @@ template <class Cfg> struct Layer {
             norm_rows(norm_ffn(p), y, ws.normed, M);
             in = ws.normed;
         }
-        feed_forward(p, in, ws.hidden, ws.branch, M, Tq, drop);
+        feed_forward(p, in, ws.hidden, ws.branch, M, Tq, drop, ws.pack);
         residual(norm_ffn(p), y, ws.branch, y, M);
     }
 
@@ -293,7 +298,7 @@ template <class Cfg> struct Layer {
     static void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
                     const CM& cm, const Drop& drop) {
         if constexpr (cross) {
-            project_memory(p, mem, B * S, ws.kv_mem);
+            project_memory(p, mem, B * S, ws.kv_mem, ws.pack);
             run_rows(p, ws, B, Tq, x, y, transient_self{ws.kt, Tq}, transient_cross{ws.kt, ws.kv_mem, S, Tq}, sm, cm,
                      drop);
         } else {
@@ -366,8 +371,10 @@ template <class Cfg> struct Layer {
         // Staging for fill_cross_cache: projected memory rows, a block at a time.
         static constexpr std::size_t fill_rows = 16;
         alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
-        static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F +
-                                                          attention_row_block * KeysMax + (cross ? fill_rows * 2 * D : 1));
+        alignas(64) T pack[kernels::gemm_pack_elems<T>];
+        static constexpr std::size_t bytes =
+            sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F + attention_row_block * KeysMax +
+                         (cross ? fill_rows * 2 * D : 1) + kernels::gemm_pack_elems<T>);
     };
 
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
@@ -381,7 +388,7 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging);
+                project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, ws.pack);
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);

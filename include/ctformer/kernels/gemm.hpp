@@ -70,16 +70,71 @@ inline void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, cons
         }
 }
 
+// Few rows (a decoding step, a GEMV): stream b's rows front to back, four at a time, and
+// accumulate the M <= small_m_rows output rows in c (which stays in L1). Reading b contiguously is
+// what bounds a step: its weights come from L2/L3 once per token.
+template <class T, class Act>
+inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act) {
+    constexpr std::size_t W = simd::width<T>;
+    using vt = simd::vec<T>;
+    const std::size_t nv = N - N % W, k4 = K - K % 4;
+    for (std::size_t m = 0; m < M; ++m)
+        for (std::size_t j = 0; j < N; ++j) c[m * ldc + j] = bias ? bias[j] : T(0);
+    for (std::size_t k = 0; k < k4; k += 4) {
+        const T* b0 = b + k * ldb;
+        const T *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+        for (std::size_t j = 0; j < nv; j += W) {
+            const vt v0 = simd::load(b0 + j), v1 = simd::load(b1 + j), v2 = simd::load(b2 + j), v3 = simd::load(b3 + j);
+            for (std::size_t m = 0; m < M; ++m) {
+                const T* am = a + m * lda + k;
+                T* cm = c + m * ldc + j;
+                vt acc = simd::fma<T>(vt(am[0]), v0, simd::load(cm));
+                acc = simd::fma<T>(vt(am[1]), v1, acc);
+                acc = simd::fma<T>(vt(am[2]), v2, acc);
+                simd::store(cm, simd::fma<T>(vt(am[3]), v3, acc));
+            }
+        }
+        for (std::size_t j = nv; j < N; ++j)
+            for (std::size_t m = 0; m < M; ++m) {
+                const T* am = a + m * lda + k;
+                c[m * ldc + j] += am[0] * b0[j] + am[1] * b1[j] + am[2] * b2[j] + am[3] * b3[j];
+            }
+    }
+    for (std::size_t k = k4; k < K; ++k) {
+        const T* bk = b + k * ldb;
+        for (std::size_t m = 0; m < M; ++m) {
+            const vt am(a[m * lda + k]);
+            T* cm = c + m * ldc;
+            for (std::size_t j = 0; j < nv; j += W) simd::store(cm + j, simd::fma<T>(am, simd::load(bk + j), simd::load(cm + j)));
+            for (std::size_t j = nv; j < N; ++j) cm[j] += a[m * lda + k] * bk[j];
+        }
+    }
+    if constexpr (!std::is_same_v<Act, identity_op>)
+        for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
+}
+
 }  // namespace detail
 
+// Rows at or below which gemm streams b as a GEMV instead of tiling.
+inline constexpr std::size_t small_m_rows = 4;
+
+// Scratch gemm may use to pack one (KC x NR) panel of b contiguously (avoids cache-set conflicts
+// when ldb is a large power of two); lives in the caller's workspace.
+template <class T> inline constexpr std::size_t gemm_pack_elems = gemm_tile<T>::KC * gemm_tile<T>::NR;
+
 // c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c).
-// Strides lda/ldb/ldc are in elements; c must not overlap a or b.
+// Strides lda/ldb/ldc are in elements; c must not overlap a or b. pack (optional): scratch of
+// gemm_pack_elems<T> elements.
 template <class T, class Act = identity_op>
 inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                 std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {}) {
+                 std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
+                 T* pack = nullptr) {
     using tile = gemm_tile<T>;
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
+    if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act);
+    const bool packing = pack != nullptr && M > MR;
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     for (std::size_t n0 = 0; n0 < N; n0 += NR) {
         const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
@@ -87,6 +142,13 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
             const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
             const bool first = kb == 0, last = kb + 1 == kblocks;
             const T* bk = b + k0 * ldb + n0;
+            std::size_t ldbk = ldb;
+            if (packing && ncols == NR) {  // copy the panel: kc rows of NR contiguous columns
+                for (std::size_t k = 0; k < kc; ++k)
+                    for (std::size_t v = 0; v < NV; ++v) simd::store(pack + k * NR + v * W, simd::load(bk + k * ldb + v * W));
+                bk = pack;
+                ldbk = NR;
+            }
             const T* bias_n = bias ? bias + n0 : nullptr;
             for (std::size_t m0 = 0; m0 < M; m0 += MR) {
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
@@ -94,7 +156,7 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
                 T* cm = c + m0 * ldc + n0;
                 std::size_t j = 0;
                 if (ncols == NR) {
-                    detail::micro_rows<T, NV>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
+                    detail::micro_rows<T, NV>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldbk, cm, ldc,
                                               bias_n, first, last, act);
                     j = NR;
                 }
