@@ -90,25 +90,19 @@ template <class T> inline T hmax(const vec<T>& v) {
 // Elementwise math on a scalar or a batch, with one spelling for both.
 // Accuracy (measured by tests/test_kernels.cpp, documented in docs/design.md):
 // xsimd's exp/erf/tanh are Cephes-style polynomial kernels within a few ulp of libm.
-template <class V> inline V vmax(const V& a, const V& b) {
-    if constexpr (std::is_arithmetic_v<V>) return a > b ? a : b;
-    else return xsimd::max(a, b);
-}
-template <class V> inline V vexp(const V& x) {
-    if constexpr (std::is_arithmetic_v<V>) return std::exp(x);
-    else return xsimd::exp(x);
-}
-template <class V> inline V verf(const V& x) {
-    if constexpr (std::is_arithmetic_v<V>) return std::erf(x);
-    else return xsimd::erf(x);
-}
-template <class V> inline V vtanh(const V& x) {
-    if constexpr (std::is_arithmetic_v<V>) return std::tanh(x);
-    else return xsimd::tanh(x);
-}
-template <class V> inline V vsqrt(const V& x) {
-    if constexpr (std::is_arithmetic_v<V>) return std::sqrt(x);
-    else return xsimd::sqrt(x);
-}
+#if defined(CTFORMER_SCALAR)
+#define CTFORMER_VMATH(scalar_expr, vector_expr) return scalar_expr;
+#else
+#define CTFORMER_VMATH(scalar_expr, vector_expr)      \
+    if constexpr (std::is_arithmetic_v<V>) return scalar_expr; \
+    else return vector_expr;
+#endif
+template <class V> inline V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::max(a, b)) }
+template <class V> inline V vexp(const V& x) { CTFORMER_VMATH(std::exp(x), xsimd::exp(x)) }
+template <class V> inline V verf(const V& x) { CTFORMER_VMATH(std::erf(x), xsimd::erf(x)) }
+template <class V> inline V vtanh(const V& x) { CTFORMER_VMATH(std::tanh(x), xsimd::tanh(x)) }
+template <class V> inline V vsqrt(const V& x) { CTFORMER_VMATH(std::sqrt(x), xsimd::sqrt(x)) }
+
+#undef CTFORMER_VMATH
 
 }  // namespace ctformer::simd
