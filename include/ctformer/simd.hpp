@@ -97,7 +97,8 @@ template <class T> inline T hmax(const vec<T>& v) {
     if constexpr (std::is_arithmetic_v<V>) return scalar_expr; \
     else return vector_expr;
 #endif
-template <class V> inline V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::max(a, b)) }
+// (select rather than xsimd::max: the latter trips a GCC 12 false positive in avx512fintrin.h)
+template <class V> inline V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::select(a > b, a, b)) }
 template <class V> inline V vexp(const V& x) { CTFORMER_VMATH(std::exp(x), xsimd::exp(x)) }
 template <class V> inline V verf(const V& x) { CTFORMER_VMATH(std::erf(x), xsimd::erf(x)) }
 template <class V> inline V vtanh(const V& x) { CTFORMER_VMATH(std::tanh(x), xsimd::tanh(x)) }
