@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fixture.hpp"
+#include "reference.hpp"
 
 namespace {
 
@@ -148,4 +149,40 @@ TEST_CASE("step: cross cache must be filled first; sizes are compile-time consta
     CHECK(cache.length(0) == 0);
     static_assert(Small::KVCache<1, 8>::bytes == 2 * 16 * 8 * sizeof(float) + sizeof(std::size_t));
     static_assert(Small::StepWorkspace<1, 1, 8>::bytes <= sizeof(Small::StepWorkspace<1, 1, 8>));
+}
+
+TEST_CASE("step equals forward: memory-causal, tensor masks, RMSNorm, SiLU, pre-norm, double") {
+    using L = ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<40>, ct::norm<ct::rms_norm>,
+                               ct::activation<ct::silu>, ct::norm_first<true>, ct::dtype<double>>;
+    constexpr std::size_t B = 2, T = 7, S = 5;
+    static L::Params p;
+    static L::Workspace<B, T, S> ws;
+    static L::KVCache<B, T> cache;
+    static L::CrossKVCache<B, S> cc;
+    static L::StepWorkspace<B, 2, T> sws;
+    static ct::Tensor<double, B, T, 24> tgt, full, stepped;
+    static ct::Tensor<double, B, S, 24> mem;
+    static ct::Tensor<double, T, T> additive;
+    static ct::Tensor<bool, B, 3, T, S> per_head;
+    static ct::Tensor<double, B, 2, 24> x, y;
+    ref::randomize(p, 41);
+    ref::randomize_tensor(tgt, 42);
+    ref::randomize_tensor(mem, 43);
+    ref::randomize_tensor(additive, 44);
+    for (std::size_t i = 0; i < per_head.size; ++i) per_head.storage[i] = (i * 2654435761u) % 7 == 0;
+    const auto sm = ct::causal{} && ct::mask_from(additive) && ct::key_lengths{7, 6};
+    const auto cm = ct::causal{} && ct::mask_from(per_head);  // memory-causal and per-head
+    L::forward(p, ws, tgt, mem, full, sm, cm);
+    L::fill_cross_cache(p, sws, cc, mem);
+    for (std::size_t t0 = 0; t0 < T; t0 += 2) {
+        const std::size_t n = std::min<std::size_t>(2, T - t0);
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t d = 0; d < 24; ++d) x(b, i, d) = tgt(b, t0 + i, d);
+        REQUIRE(L::step_ragged(p, sws, cache, cc, x, y, std::array<std::size_t, B>{n, n}, sm, cm).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t d = 0; d < 24; ++d) stepped(b, t0 + i, d) = y(b, i, d);
+    }
+    CHECK_CLOSE("step vs forward", stepped.data(), full.data(), full.size, test::golden_tol<double>);
 }

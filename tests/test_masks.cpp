@@ -119,5 +119,7 @@ TEST_CASE("masks: shapes are checked at compile time") {
     static_assert(!decltype(ct::mask_from(std::declval<ct::Tensor<bool, 5, 7>&>()))::fits<float, 2, 4, 5, 5>);
     static_assert(!decltype(ct::mask_from(std::declval<ct::Tensor<double, 5, 7>&>()))::fits<float, 2, 4, 5, 7>);
     static_assert(!decltype(ct::mask_from(std::declval<ct::Tensor<bool, 6, 5, 7>&>()))::fits<float, 2, 4, 5, 7>);
+    static_assert(decltype(ct::mask_from(std::declval<ct::Tensor<bool, 2, 4, 5, 7>&>()))::fits<float, 2, 4, 5, 7>);
+    static_assert(!decltype(ct::mask_from(std::declval<ct::Tensor<bool, 4, 2, 5, 7>&>()))::fits<float, 2, 4, 5, 7>);
     CHECK(true);
 }

@@ -84,14 +84,15 @@ template <class Pol, std::size_t B, std::size_t S> struct key_padding_mask : mas
 // Explicit attention masks: (Tq, S), per head (B*H, Tq, S) or (B, H, Tq, S); bool (with polarity)
 // or additive (value type V: added to the scores, -inf blocks).
 enum class mask_layout { shared, per_head };
-template <class V, class Pol, mask_layout L, std::size_t BH, std::size_t Tm, std::size_t Sm>
+// Hm: the heads dimension of a (B, H, Tq, S) mask (0 for the (B*H, Tq, S) and (Tq, S) forms).
+template <class V, class Pol, mask_layout L, std::size_t BH, std::size_t Tm, std::size_t Sm, std::size_t Hm = 0>
 struct attn_mask : mask_base {
     static constexpr bool has_apply = true;
     static constexpr bool is_bool = std::is_same_v<V, bool>;
     const V* data;
     template <class T, std::size_t B, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = (is_bool || std::is_same_v<V, T>) && Tq == Tm && S == Sm &&
-                                 (L == mask_layout::shared || BH == B * H);
+                                 (L == mask_layout::shared || (BH == B * H && (Hm == 0 || Hm == H)));
     template <class T> void apply(const mask_row& r, T* row, std::size_t n) const {
         const std::size_t plane = L == mask_layout::shared ? 0 : r.b * r.heads + r.h;
         const V* m = data + (plane * Tm + r.qpos) * Sm;
@@ -140,7 +141,8 @@ template <class Pol = blocked_if_true, class X> auto mask_from(const X& t, Pol =
     constexpr std::size_t r = X::rank;
     constexpr std::size_t bh = r == 2 ? 1 : (r == 3 ? X::shape[0] : X::shape[0] * X::shape[1]);
     constexpr mask_layout L = r == 2 ? mask_layout::shared : mask_layout::per_head;
-    return attn_mask<V, Pol, L, bh, X::shape[r - 2], X::shape[r - 1]>{{}, t.data()};
+    constexpr std::size_t hm = r == 4 ? X::shape[1] : 0;
+    return attn_mask<V, Pol, L, bh, X::shape[r - 2], X::shape[r - 1], hm>{{}, t.data()};
 }
 
 }  // namespace ctformer

@@ -1,0 +1,22 @@
+# Installs the build tree into a scratch prefix, then configures, builds and runs tests/consumer
+# against it with find_package(ctformer).
+set(prefix "${BUILD}/install-check/prefix")
+set(cbuild "${BUILD}/install-check/consumer")
+file(REMOVE_RECURSE "${BUILD}/install-check")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}" RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SRC}" -B "${cbuild}" -DCMAKE_PREFIX_PATH=${prefix}
+                        -DCMAKE_CXX_COMPILER=${CXX} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer configure failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${cbuild}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer build failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${cbuild}/consumer" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer returned ${rc}")
+endif()
