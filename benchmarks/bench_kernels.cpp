@@ -11,7 +11,7 @@
 namespace {
 void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K) {
     std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N), bias(N, 0.1f);
-    static float pack[ct::kernels::gemm_pack_elems<float>];  // as the layer's workspace provides
+    static float pack[ct::kernels::gemm_pack_elems<float>(128)];  // as the layer's workspace provides
     for (auto _ : st) {
         ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data(), ct::kernels::identity_op{}, pack);
         benchmark::DoNotOptimize(c.data());

@@ -49,10 +49,11 @@ template <class Cfg> struct Layer {
         alignas(64) T hidden[M * F];
         alignas(64) T kt[Dh * Smax];                           // one head's keys, transposed
         alignas(64) T scores[attention_row_block * Smax];      // one block of query rows
-        alignas(64) T pack[kernels::gemm_pack_elems<T>];        // one packed GEMM panel
+        static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
+        alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
         static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + Ms * 2 * D + 2 * M * D +
                                                           (pre_norm ? M * D : 1) + M * F + Dh * Smax +
-                                                          attention_row_block * Smax + kernels::gemm_pack_elems<T>);
+                                                          attention_row_block * Smax + pack_elems);
     };
 
     // ---- Inference (eval mode: dropout is the identity) ----
@@ -371,10 +372,11 @@ template <class Cfg> struct Layer {
         // Staging for fill_cross_cache: projected memory rows, a block at a time.
         static constexpr std::size_t fill_rows = 16;
         alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
-        alignas(64) T pack[kernels::gemm_pack_elems<T>];
+        static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows);
+        alignas(64) T pack[pack_elems];
         static constexpr std::size_t bytes =
             sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F + attention_row_block * KeysMax +
-                         (cross ? fill_rows * 2 * D : 1) + kernels::gemm_pack_elems<T>);
+                         (cross ? fill_rows * 2 * D : 1) + pack_elems);
     };
 
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
