@@ -136,12 +136,13 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
 }
 
 
-// Packed register tile: ap: (kc, MR) and bp: (kc, NR), both k-major -> c: (MR, NR) at stride ldc.
-template <class T, class Act>
+// Packed register tile: ap: (kc, MR) and bp: (kc, NR), both k-major -> c: (R, NR) at stride ldc
+// (R <= MR: the first R rows of the tile; the bottom tile of a matrix uses fewer).
+template <class T, std::size_t R, class Act>
 inline void micro_packed(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ldc, const T* bias, bool first,
                          bool last, const Act& act) {
     using tile = gemm_tile<T>;
-    constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR;
+    constexpr std::size_t W = tile::W, MR = R, AS = tile::MR, NV = tile::NV, NR = tile::NR;
     using vt = simd::vec<T>;
     vt acc[MR][NV];
 #pragma GCC unroll 16
@@ -155,7 +156,7 @@ inline void micro_packed(std::size_t kc, const T* ap, const T* bp, T* c, std::si
         for (std::size_t v = 0; v < NV; ++v) bv[v] = simd::load(bp + k * NR + v * W);
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < MR; ++r) {
-            const vt ar(ap[k * MR + r]);
+            const vt ar(ap[k * AS + r]);
 #pragma GCC unroll 4
             for (std::size_t v = 0; v < NV; ++v) acc[r][v] = simd::fma<T>(ar, bv[v], acc[r][v]);
         }
@@ -165,6 +166,12 @@ inline void micro_packed(std::size_t kc, const T* ap, const T* bp, T* c, std::si
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v)
             simd::store(c + r * ldc + v * W, last ? apply_vec<T>(act, acc[r][v]) : acc[r][v]);
+}
+
+template <class T, class Act, std::size_t... Rs>
+inline void micro_packed_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* ap, const T* bp,
+                              T* c, std::size_t ldc, const T* bias, bool first, bool last, const Act& act) {
+    ((rows == Rs + 1 ? (micro_packed<T, Rs + 1>(kc, ap, bp, c, ldc, bias, first, last, act), 0) : 0), ...);
 }
 
 // The packed path (BLIS-style): per K block, pack all of a's rows; per N panel, pack b's panel;
@@ -212,14 +219,15 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             for (std::size_t m0 = 0; m0 < M; m0 += MR) {
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 T* cm = c + m0 * ldc + n0;
-                if (rows == MR && ncols == NR) {
-                    micro_packed(kc, ap + m0 * kc, bp, cm, ldc, bias_n, first, last, act);
+                if (ncols == NR) {
+                    micro_packed_rows(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, bp, cm, ldc, bias_n,
+                                      first, last, act);
                 } else {
                     alignas(64) T edge[MR * NR] = {};
                     if (!first)
                         for (std::size_t r = 0; r < rows; ++r)
                             for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
-                    micro_packed(kc, ap + m0 * kc, bp, edge, NR, bias_n, first, last, act);
+                    micro_packed<T, MR>(kc, ap + m0 * kc, bp, edge, NR, bias_n, first, last, act);
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < ncols; ++j) cm[r * ldc + j] = edge[r * NR + j];
                 }
