@@ -97,32 +97,31 @@ inline void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, cons
 template <class T, class Act>
 inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                          std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act) {
-    constexpr std::size_t W = simd::width<T>;
+    constexpr std::size_t W = simd::width<T>, KB = 8;  // rows of b per pass over c
     using vt = simd::vec<T>;
-    const std::size_t nv = N - N % W, k4 = K - K % 4;
+    const std::size_t nv = N - N % W, kb_end = K - K % KB;
     for (std::size_t m = 0; m < M; ++m)
         for (std::size_t j = 0; j < N; ++j) c[m * ldc + j] = bias ? bias[j] : T(0);
-    for (std::size_t k = 0; k < k4; k += 4) {
-        const T* b0 = b + k * ldb;
-        const T *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    for (std::size_t k = 0; k < kb_end; k += KB) {
+        const T* bk = b + k * ldb;
         for (std::size_t j = 0; j < nv; j += W) {
-            const vt v0 = simd::load(b0 + j), v1 = simd::load(b1 + j), v2 = simd::load(b2 + j), v3 = simd::load(b3 + j);
+            vt v[KB];
+#pragma GCC unroll 8
+            for (std::size_t q = 0; q < KB; ++q) v[q] = simd::load(bk + q * ldb + j);
             for (std::size_t m = 0; m < M; ++m) {
                 const T* am = a + m * lda + k;
                 T* cm = c + m * ldc + j;
-                vt acc = simd::fma<T>(vt(am[0]), v0, simd::load(cm));
-                acc = simd::fma<T>(vt(am[1]), v1, acc);
-                acc = simd::fma<T>(vt(am[2]), v2, acc);
-                simd::store(cm, simd::fma<T>(vt(am[3]), v3, acc));
+                vt acc = simd::load(cm);
+#pragma GCC unroll 8
+                for (std::size_t q = 0; q < KB; ++q) acc = simd::fma<T>(vt(am[q]), v[q], acc);
+                simd::store(cm, acc);
             }
         }
         for (std::size_t j = nv; j < N; ++j)
-            for (std::size_t m = 0; m < M; ++m) {
-                const T* am = a + m * lda + k;
-                c[m * ldc + j] += am[0] * b0[j] + am[1] * b1[j] + am[2] * b2[j] + am[3] * b3[j];
-            }
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t q = 0; q < KB; ++q) c[m * ldc + j] += a[m * lda + k + q] * bk[q * ldb + j];
     }
-    for (std::size_t k = k4; k < K; ++k) {
+    for (std::size_t k = kb_end; k < K; ++k) {
         const T* bk = b + k * ldb;
         for (std::size_t m = 0; m < M; ++m) {
             const vt am(a[m * lda + k]);
@@ -134,7 +133,6 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
     if constexpr (!std::is_same_v<Act, identity_op>)
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
-
 
 // Packed register tile: ap: (kc, MR) and bp: (kc, NR), both k-major -> c: (R, NR) at stride ldc
 // (R <= MR: the first R rows of the tile; the bottom tile of a matrix uses fewer).
