@@ -35,11 +35,15 @@ namespace detail {
 
 // One register tile: c[0..R, 0..V*W) (+)= a[0..R, k0..k1) · b[k0..k1, 0..V*W).
 // first: start from bias (or zero) instead of c; last: apply act before storing.
-template <class T, std::size_t R, std::size_t V, class Act>
-inline void micro_tile(std::size_t kc, const T* a, std::size_t lda, const T* b, std::size_t ldb, T* c,
+// Packed: a and b are the packed panels (a k-major with MR rows per k, b k-major with NR columns),
+// so both strides are compile-time constants; otherwise a is row-major at lda and b at ldb.
+template <class T, std::size_t R, std::size_t V, bool Packed, class Act>
+inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b, std::size_t ldb_, T* c,
                        std::size_t ldc, const T* bias, bool first, bool last, const Act& act) {
     constexpr std::size_t W = simd::width<T>;
     using vt = simd::vec<T>;
+    const std::size_t a_row = Packed ? 1 : lda_, a_k = Packed ? gemm_tile<T>::MR : 1,
+                      ldb = Packed ? gemm_tile<T>::NR : ldb_;
     // The accumulators must stay in registers: the r/v loops are unrolled explicitly because
     // GCC's -O2 does not fully unroll them (measured: 30 vs 79 GFLOP/s on AVX2).
     vt acc[R][V];
@@ -54,7 +58,7 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda, const T* b, 
         for (std::size_t v = 0; v < V; ++v) bv[v] = simd::load(b + k * ldb + v * W);
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < R; ++r) {
-            const vt ar(a[r * lda + k]);
+            const vt ar(a[r * a_row + k * a_k]);
 #pragma GCC unroll 4
             for (std::size_t v = 0; v < V; ++v) acc[r][v] = simd::fma<T>(ar, bv[v], acc[r][v]);
         }
@@ -67,11 +71,12 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda, const T* b, 
 }
 
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
-template <class T, std::size_t V, class Act, std::size_t... Rs>
+template <class T, std::size_t V, bool Packed, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool first, bool last,
                        const Act& act) {
-    ((rows == Rs + 1 ? (micro_tile<T, Rs + 1, V>(kc, a, lda, b, ldb, c, ldc, bias, first, last, act), 0) : 0), ...);
+    ((rows == Rs + 1 ? (micro_tile<T, Rs + 1, V, Packed>(kc, a, lda, b, ldb, c, ldc, bias, first, last, act), 0) : 0),
+     ...);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -134,44 +139,6 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
 
-// Packed register tile: ap: (kc, MR) and bp: (kc, NR), both k-major -> c: (R, NR) at stride ldc
-// (R <= MR: the first R rows of the tile; the bottom tile of a matrix uses fewer).
-template <class T, std::size_t R, class Act>
-inline void micro_packed(std::size_t kc, const T* ap, const T* bp, T* c, std::size_t ldc, const T* bias, bool first,
-                         bool last, const Act& act) {
-    using tile = gemm_tile<T>;
-    constexpr std::size_t W = tile::W, MR = R, AS = tile::MR, NV = tile::NV, NR = tile::NR;
-    using vt = simd::vec<T>;
-    vt acc[MR][NV];
-#pragma GCC unroll 16
-    for (std::size_t r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NV; ++v)
-            acc[r][v] = first ? (bias ? simd::load(bias + v * W) : vt(T(0))) : simd::load(c + r * ldc + v * W);
-    for (std::size_t k = 0; k < kc; ++k) {
-        vt bv[NV];
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NV; ++v) bv[v] = simd::load(bp + k * NR + v * W);
-#pragma GCC unroll 16
-        for (std::size_t r = 0; r < MR; ++r) {
-            const vt ar(ap[k * AS + r]);
-#pragma GCC unroll 4
-            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = simd::fma<T>(ar, bv[v], acc[r][v]);
-        }
-    }
-#pragma GCC unroll 16
-    for (std::size_t r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-        for (std::size_t v = 0; v < NV; ++v)
-            simd::store(c + r * ldc + v * W, last ? apply_vec<T>(act, acc[r][v]) : acc[r][v]);
-}
-
-template <class T, class Act, std::size_t... Rs>
-inline void micro_packed_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* ap, const T* bp,
-                              T* c, std::size_t ldc, const T* bias, bool first, bool last, const Act& act) {
-    ((rows == Rs + 1 ? (micro_packed<T, Rs + 1>(kc, ap, bp, c, ldc, bias, first, last, act), 0) : 0), ...);
-}
-
 // The packed path (BLIS-style): per K block, pack all of a's rows; per N panel, pack b's panel;
 // then one register tile per MR rows. Edge tiles (rows < MR or columns < NR) run on a small
 // zero-padded tile and copy back their valid part.
@@ -218,14 +185,14 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 T* cm = c + m0 * ldc + n0;
                 if (ncols == NR) {
-                    micro_packed_rows(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, bp, cm, ldc, bias_n,
-                                      first, last, act);
+                    micro_rows<T, NV, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, bp, 0, cm, ldc,
+                                            bias_n, first, last, act);
                 } else {
                     alignas(64) T edge[MR * NR] = {};
                     if (!first)
                         for (std::size_t r = 0; r < rows; ++r)
                             for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
-                    micro_packed<T, MR>(kc, ap + m0 * kc, bp, edge, NR, bias_n, first, last, act);
+                    micro_tile<T, MR, NV, true>(kc, ap + m0 * kc, 0, bp, 0, edge, NR, bias_n, first, last, act);
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < ncols; ++j) cm[r * ldc + j] = edge[r * NR + j];
                 }
@@ -273,12 +240,12 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
                 T* cm = c + m0 * ldc + n0;
                 std::size_t j = 0;
                 if (ncols == NR) {
-                    detail::micro_rows<T, NV>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
+                    detail::micro_rows<T, NV, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
                                               bias_n, first, last, act);
                     j = NR;
                 }
                 for (; j + W <= ncols && W > 1; j += W)
-                    detail::micro_rows<T, 1>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
+                    detail::micro_rows<T, 1, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
                                              ldc, bias_n ? bias_n + j : nullptr, first, last, act);
                 if (j < ncols)
                     detail::scalar_cols(rows, ncols - j, kc, am, lda, bk + j, ldb, cm + j, ldc,
