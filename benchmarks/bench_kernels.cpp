@@ -23,8 +23,20 @@ void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t 
 }
 using tile = ct::kernels::gemm_tile<float>;
 
-// Warm cache: one row tile, one panel column block, K within a KC block.
-void BM_gemm_microkernel(benchmark::State& st) { gemm_bench(st, tile::MR * 4, tile::NR * 4, tile::KC); }
+// The register tile alone on packed panels that stay in L1 (MR x KC of a, KC x NR of b).
+void BM_gemm_microkernel(benchmark::State& st) {
+    std::vector<float> ap(tile::MR * tile::KC, 0.5f), bp(tile::KC * tile::NR, 0.25f), c(tile::MR * tile::NR);
+    for (auto _ : st) {
+        ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, true>(tile::KC, ap.data(), 0, bp.data(), 0, c.data(),
+                                                                         tile::NR, nullptr, true, true,
+                                                                         ct::kernels::identity_op{});
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    const double flops = 2.0 * tile::MR * tile::NR * tile::KC;
+    st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["%peak"] = benchmark::Counter(100.0 * flops / probes::peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+}
 void BM_gemm(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)));
 }
