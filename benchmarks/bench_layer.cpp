@@ -72,7 +72,7 @@ template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
     static typename L::Params p;
     static typename L::template KVCache<1, s.T> cache;
     static typename L::template CrossKVCache<1, s.S> cc;
-    static typename L::template StepWorkspace<1, 1, (s.T > s.S ? s.T : s.S)> ws;
+    static typename L::template StepWorkspace<1, 1> ws;
     static ct::Tensor<float, 1, 1, s.D> x, y;
     static ct::Tensor<float, 1, s.S, s.D> mem;
     fill(p);

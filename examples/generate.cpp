@@ -12,7 +12,7 @@ using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>,
 
 static Block::Params blocks[Layers];
 static Block::KVCache<1, Steps> caches[Layers];  // one cache per layer
-static Block::StepWorkspace<1, 1, Steps> step_ws;
+static Block::StepWorkspace<1, 1> step_ws;
 static Block::Workspace<1, Steps> full_ws;
 static float embedding[Vocab][D], lm_head[Vocab][D], positions[Steps][D];
 static ct::Tensor<float, 1, 1, D> x, y;

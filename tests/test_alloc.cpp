@@ -63,9 +63,9 @@ TEST_CASE("no heap allocation in fill_cross_cache, step, step_ragged, truncate")
     static G::Params g;
     static L::KVCache<2, 16> cache;
     static L::CrossKVCache<2, 9> cc;
-    static L::StepWorkspace<2, 3, 16> ws;
+    static L::StepWorkspace<2, 3> ws;
     static G::KVCache<1, 16> gcache;
-    static G::StepWorkspace<1, 1, 16> gws;
+    static G::StepWorkspace<1, 1> gws;
     static ct::Tensor<float, 2, 9, 32> mem;
     static ct::Tensor<float, 2, 3, 32> x, y;
     static ct::Tensor<double, 1, 1, 32> gx, gy;

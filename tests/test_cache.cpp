@@ -13,10 +13,10 @@ template <class L, std::size_t B, std::size_t T, std::size_t S, std::size_t Chun
 void check_steps(test::Fixture<L, B, T, S>& f, const char* what, const SM& sm, const CM& cm,
                  std::array<std::size_t, B> per_row_chunk = {}) {
     using V = typename L::T;
-    constexpr std::size_t D = L::D, K = T > S ? T : S;
+    constexpr std::size_t D = L::D;
     static typename L::template KVCache<B, T> cache;
     static typename L::template CrossKVCache<B, S> cross_cache;
-    static typename L::template StepWorkspace<B, Chunk, K> sws;
+    static typename L::template StepWorkspace<B, Chunk> sws;
     static ct::Tensor<V, B, Chunk, D> x, y;
     static ct::Tensor<V, B, T, D> out;
     for (auto& v : per_row_chunk) v = v ? v : Chunk;
@@ -106,7 +106,7 @@ TEST_CASE("step: rewind and regenerate gives identical outputs; overflow is an e
     using L = ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>, ct::norm_first<true>, ct::activation<ct::gelu>>;
     test::Fixture<L, 2, 12, 12> f("gpt_block");
     static L::KVCache<2, 12> cache, snapshot;
-    static L::StepWorkspace<2, 1, 12> sws;
+    static L::StepWorkspace<2, 1> sws;
     static ct::Tensor<float, 2, 1, 64> x, y;
     static ct::Tensor<float, 2, 12, 64> first, second;
     auto feed = [&](std::size_t t, ct::Tensor<float, 2, 12, 64>& out) {
@@ -143,12 +143,12 @@ TEST_CASE("step: cross cache must be filled first; sizes are compile-time consta
     static Small::Params p;
     static Small::KVCache<1, 8> cache;
     static Small::CrossKVCache<1, 4> cc;
-    static Small::StepWorkspace<1, 1, 8> sws;
+    static Small::StepWorkspace<1, 1> sws;
     static ct::Tensor<float, 1, 1, 16> x, y;
     CHECK(Small::step(p, sws, cache, cc, x, y).code == ct::errc::cache_empty);
     CHECK(cache.length(0) == 0);
     static_assert(Small::KVCache<1, 8>::bytes == 2 * 16 * 8 * sizeof(float) + sizeof(std::size_t));
-    static_assert(Small::StepWorkspace<1, 1, 8>::bytes <= sizeof(Small::StepWorkspace<1, 1, 8>));
+    static_assert(Small::StepWorkspace<1, 1>::bytes <= sizeof(Small::StepWorkspace<1, 1>));
 }
 
 TEST_CASE("step equals forward: memory-causal, tensor masks, RMSNorm, SiLU, pre-norm, double") {
@@ -159,7 +159,7 @@ TEST_CASE("step equals forward: memory-causal, tensor masks, RMSNorm, SiLU, pre-
     static L::Workspace<B, T, S> ws;
     static L::KVCache<B, T> cache;
     static L::CrossKVCache<B, S> cc;
-    static L::StepWorkspace<B, 2, T> sws;
+    static L::StepWorkspace<B, 2> sws;
     static ct::Tensor<double, B, T, 24> tgt, full, stepped;
     static ct::Tensor<double, B, S, 24> mem;
     static ct::Tensor<double, T, T> additive;

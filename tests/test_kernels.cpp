@@ -91,6 +91,37 @@ TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T,
     for (T v : blocked) CHECK(v == T(0));
 }
 
+TEST_CASE_TEMPLATE("kernels: online softmax over key tiles equals the one-pass softmax", T, float, double) {
+    // A row of 150 scores (some blocked) split into tiles of 1, 7, 64 and 150: the streamed
+    // probabilities p_j = exp(s_j - m_final) / l_final, reconstructed with the returned
+    // corrections, match a scalar softmax; a fully blocked row keeps l = 0.
+    const std::size_t n = 150;
+    auto s = random_vec<T>(n, 77, -4, 4);
+    for (std::size_t j = 0; j < n; j += 9) s[j] = -std::numeric_limits<T>::infinity();
+    double mx = -1e300, tot = 0;
+    for (T x : s) mx = std::max(mx, double(x));
+    std::vector<double> want(n);
+    for (std::size_t j = 0; j < n; ++j) tot += (want[j] = std::exp(double(s[j]) - mx));
+    for (auto& w : want) w /= tot;
+    for (std::size_t tile : {1u, 7u, 64u, 150u}) {
+        T m = -std::numeric_limits<T>::infinity(), l = 0;
+        std::vector<T> p(s);
+        std::vector<double> scale_since(n, 1.0);  // product of corrections after each tile
+        for (std::size_t j0 = 0; j0 < n; j0 += tile) {
+            const std::size_t len = std::min(tile, n - j0);
+            const T corr = ct::kernels::online_softmax_tile(p.data() + j0, len, m, l);
+            for (std::size_t j = 0; j < j0; ++j) scale_since[j] *= double(corr);
+        }
+        std::vector<double> got(n);
+        for (std::size_t j = 0; j < n; ++j) got[j] = double(p[j]) * scale_since[j] / double(l);
+        CHECK_CLOSE("online softmax, tile " << tile, got.data(), want.data(), n, kernel_tol<T>);
+    }
+    std::vector<T> blocked(5, -std::numeric_limits<T>::infinity());
+    T m = -std::numeric_limits<T>::infinity(), l = 0;
+    CHECK(ct::kernels::online_softmax_tile(blocked.data(), blocked.size(), m, l) == T(1));
+    CHECK(l == T(0));
+}
+
 TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in docs/design.md)", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     struct fn {

@@ -57,8 +57,10 @@ class dropout_rng {
         }
     }
 
-    // x: (n), the row'th row of the site's tensor (row numbering is fixed by the layer).
-    template <class T> void apply(T* x, std::size_t n, dropout_site site, std::uint64_t row) const {
+    // x: (n), columns col0..col0+n of the row'th row of the site's tensor (row numbering is fixed
+    // by the layer). Element (row, col) always draws the same number, however the row is split.
+    template <class T>
+    void apply(T* x, std::size_t n, dropout_site site, std::uint64_t row, std::size_t col0 = 0) const {
         const float p = probability(site);
         if (p <= 0.0f) return;
         if (p >= 1.0f) {
@@ -68,12 +70,15 @@ class dropout_rng {
         // keep iff u >= p * 2^32, u uniform on [0, 2^32)
         const std::uint64_t threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
         const T scale = T(1) / (T(1) - static_cast<T>(p));
-        for (std::size_t j0 = 0; j0 < n; j0 += 4) {
-            const auto r = philox4x32({static_cast<std::uint32_t>(j0 / 4), static_cast<std::uint32_t>(row),
+        // one Philox call per 4 consecutive columns: (column / 4, row, row >> 32 ^ site << 24, step)
+        std::size_t j = 0;
+        while (j < n) {
+            const std::size_t col = col0 + j, base = col - col % 4;
+            const auto r = philox4x32({static_cast<std::uint32_t>(base / 4), static_cast<std::uint32_t>(row),
                                        static_cast<std::uint32_t>(row >> 32) ^ (static_cast<std::uint32_t>(site) << 24),
                                        step_},
                                       key_);
-            for (std::size_t i = 0; i < 4 && j0 + i < n; ++i) x[j0 + i] = r[i] >= threshold ? x[j0 + i] * scale : T(0);
+            for (std::size_t i = col - base; i < 4 && j < n; ++i, ++j) x[j] = r[i] >= threshold ? x[j] * scale : T(0);
         }
     }
 
@@ -86,7 +91,7 @@ class dropout_rng {
 // Eval mode: dropout is exactly the identity and costs nothing.
 struct no_dropout {
     static constexpr bool enabled = false;
-    template <class T> void apply(T*, std::size_t, dropout_site, std::uint64_t) const {}
+    template <class T> void apply(T*, std::size_t, dropout_site, std::uint64_t, std::size_t = 0) const {}
 };
 
 }  // namespace ctformer

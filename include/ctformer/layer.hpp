@@ -47,13 +47,15 @@ template <class Cfg> struct Layer {
         alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
         alignas(64) T normed[pre_norm ? M * D : 1];
         alignas(64) T hidden[M * F];
-        alignas(64) T kt[Dh * Smax];                           // one head's keys, transposed
-        alignas(64) T scores[attention_row_block * Smax];      // one block of query rows
+        alignas(64) T kt[Dh * Smax];                                   // one head's keys, transposed
+        alignas(64) T scores[attention_row_block * attention_key_tile];  // one score tile
+        alignas(64) T pv[attention_row_block * Dh];                    // one tile's p · v
         static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
         alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
         static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + Ms * 2 * D + 2 * M * D +
                                                           (pre_norm ? M * D : 1) + M * F + Dh * Smax +
-                                                          attention_row_block * Smax + pack_elems);
+                                                          attention_row_block * (attention_key_tile + Dh) +
+                                                          pack_elems);
     };
 
     // ---- Inference (eval mode: dropout is the identity) ----
@@ -228,8 +230,8 @@ template <class Cfg> struct Layer {
                 const T* base = ws.qkv + b * Tq * 3 * D + h * Dh;
                 const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
                 attend_head(kv.rows, kv.keys, Dh, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                            dropout_site::self_attn_weights);
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
+                            drop, dropout_site::self_attn_weights);
             }
         out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
     }
@@ -247,8 +249,8 @@ template <class Cfg> struct Layer {
             for (std::size_t h = 0; h < H; ++h) {
                 const kv_view kv = src(b, h);
                 attend_head(kv.rows, kv.keys, Dh, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                            dropout_site::cross_attn_weights);
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
+                            drop, dropout_site::cross_attn_weights);
             }
         out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
     }
@@ -307,7 +309,7 @@ template <class Cfg> struct Layer {
         }
     }
 
-    template <class Cache, class X, class Y, class SWS, class SM, class CM, std::size_t KeysNeeded>
+    template <class Cache, class X, class Y, class SWS, class SM, class CM>
     static constexpr void check_step_shapes() {
         static_assert(tensor_like<X> && tensor_like<Y>, "ctformer: step input/output must be tensors");
         static_assert(std::is_same_v<typename X::value_type, T> && std::is_same_v<typename Y::value_type, T> &&
@@ -319,10 +321,8 @@ template <class Cfg> struct Layer {
         static_assert(Cache::heads == H && Cache::head_dim == Dh, "ctformer: KV cache built for another layer shape");
         constexpr std::size_t B = X::shape[0], C = X::shape[1], Cap = Cache::capacity;
         static_assert(C <= Cap, "ctformer: step chunk is longer than the KV cache capacity");
-        static_assert(std::is_same_v<SWS, StepWorkspace<SWS::batch, SWS::chunk, SWS::keys_max>> && SWS::batch == B &&
-                          SWS::chunk == C && SWS::keys_max >= KeysNeeded,
-                      "ctformer: step workspace shape differs: use Layer::StepWorkspace<batch, chunk, max(capacity, "
-                      "src_len)>");
+        static_assert(std::is_same_v<SWS, StepWorkspace<B, C>>,
+                      "ctformer: step workspace shape differs: use Layer::StepWorkspace<batch, chunk>");
         static_assert(SM::template fits<T, B, H, Cap, Cap>,
                       "ctformer: self-attention mask does not fit (batch, heads, capacity, capacity) or dtype");
         (void)sizeof(CM);
@@ -358,35 +358,36 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
     template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
 
-    // Scratch for a step of `Chunk` positions per batch row over caches of up to `KeysMax` keys
-    // (max of the self cache's capacity and the memory length).
-    template <std::size_t B, std::size_t Chunk, std::size_t KeysMax> struct StepWorkspace {
-        static_assert(B > 0 && Chunk > 0 && KeysMax > 0, "ctformer: batch, chunk and capacity must be non-zero");
-        static constexpr std::size_t batch = B, chunk = Chunk, keys_max = KeysMax, M = B * Chunk;
+    // Scratch for a step of `Chunk` positions per batch row (independent of the cache lengths:
+    // attention runs over key tiles).
+    template <std::size_t B, std::size_t Chunk> struct StepWorkspace {
+        static_assert(B > 0 && Chunk > 0, "ctformer: batch and chunk must be non-zero");
+        static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
         alignas(64) T qkv[M * 3 * D];
         alignas(64) T ctx[M * D];
         alignas(64) T branch[M * D];
         alignas(64) T normed[pre_norm ? M * D : 1];
         alignas(64) T hidden[M * F];
-        alignas(64) T scores[attention_row_block * KeysMax];
+        alignas(64) T scores[attention_row_block * attention_key_tile];
+        alignas(64) T pv[attention_row_block * Dh];
         // Staging for fill_cross_cache: projected memory rows, a block at a time.
         static constexpr std::size_t fill_rows = 16;
         alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
         static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows);
         alignas(64) T pack[pack_elems];
         static constexpr std::size_t bytes =
-            sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F + attention_row_block * KeysMax +
-                         (cross ? fill_rows * 2 * D : 1) + pack_elems);
+            sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F +
+                         attention_row_block * (attention_key_tile + Dh) + (cross ? fill_rows * 2 * D : 1) + pack_elems);
     };
 
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
-    template <class Mem, std::size_t B, std::size_t S, std::size_t C, std::size_t K>
+    template <class Mem, std::size_t B, std::size_t S, std::size_t C>
         requires cross
-    static void fill_cross_cache(const Params& p, StepWorkspace<B, C, K>& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
+    static void fill_cross_cache(const Params& p, StepWorkspace<B, C>& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
         static_assert(std::is_same_v<typename Mem::value_type, T>, "ctformer: mixed dtypes: memory and cache");
         static_assert(Mem::rank == 3 && Mem::shape[0] == B && Mem::shape[1] == S && Mem::shape[2] == D,
                       "ctformer: memory must be (batch, src_len, d_model) matching the cross cache");
-        constexpr std::size_t R = StepWorkspace<B, C, K>::fill_rows;
+        constexpr std::size_t R = StepWorkspace<B, C>::fill_rows;
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
@@ -420,7 +421,7 @@ template <class Cfg> struct Layer {
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc,
                               const X& x, Y& y, const std::array<std::size_t, B>& count, const SM& sm = {},
                               const CM& cm = {}) {
-        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM, (Cap > S ? Cap : S)>();
+        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM>();
         static_assert(CM::template fits<T, B, H, Cap, S>,
                       "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
         if (!cc.filled) return status::error(errc::cache_empty);
@@ -441,7 +442,7 @@ template <class Cfg> struct Layer {
         requires(!cross)
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
-        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask, Cap>();
+        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask>();
         return step_impl(p, ws, cache, no_source{}, x, y, count, sm, no_mask{});
     }
 };

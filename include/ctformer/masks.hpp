@@ -6,7 +6,8 @@
 //   template <class T, size_t B, size_t H, size_t Tq, size_t S> static constexpr bool fits;
 //       whether it applies to B batch rows, H heads, query positions < Tq, keys < S, dtype T;
 //   size_t key_end(size_t b, size_t qpos, size_t S) const;   keys >= this are blocked;
-//   void apply(const mask_row& r, T* row, size_t n) const;   adds biases / -inf to row[0..n).
+//   void apply(const mask_row& r, T* row, size_t key0, size_t n) const;
+//       adds biases / -inf to row[0..n), the scores of keys key0..key0+n.
 // Bool tensors carry their polarity in the type: blocked_if_true (PyTorch) or kept_if_true
 // (Paddle), so a mask can never be silently read with the other convention.
 #pragma once
@@ -39,7 +40,7 @@ template <class T> constexpr T neg_inf = -std::numeric_limits<T>::infinity();
 struct mask_base {
     static constexpr bool has_apply = false;
     std::size_t key_end(std::size_t, std::size_t, std::size_t S) const { return S; }
-    template <class T> void apply(const mask_row&, T*, std::size_t) const {}
+    template <class T> void apply(const mask_row&, T*, std::size_t, std::size_t) const {}
 };
 
 struct no_mask : mask_base {
@@ -74,8 +75,8 @@ template <class Pol, std::size_t B, std::size_t S> struct key_padding_mask : mas
     const bool* data;
     template <class T, std::size_t Bq, std::size_t H, std::size_t Tq, std::size_t Sq>
     static constexpr bool fits = Bq == B && Sq == S;
-    template <class T> void apply(const mask_row& r, T* row, std::size_t n) const {
-        const bool* m = data + r.b * S;
+    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
+        const bool* m = data + r.b * S + key0;
         for (std::size_t j = 0; j < n; ++j)
             if (detail::blocks<Pol>(m[j])) row[j] = detail::neg_inf<T>;
     }
@@ -93,9 +94,9 @@ struct attn_mask : mask_base {
     template <class T, std::size_t B, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = (is_bool || std::is_same_v<V, T>) && Tq == Tm && S == Sm &&
                                  (L == mask_layout::shared || (BH == B * H && (Hm == 0 || Hm == H)));
-    template <class T> void apply(const mask_row& r, T* row, std::size_t n) const {
+    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
         const std::size_t plane = L == mask_layout::shared ? 0 : r.b * r.heads + r.h;
-        const V* m = data + (plane * Tm + r.qpos) * Sm;
+        const V* m = data + (plane * Tm + r.qpos) * Sm + key0;
         for (std::size_t j = 0; j < n; ++j) {
             if constexpr (is_bool) {
                 if (detail::blocks<Pol>(m[j])) row[j] = detail::neg_inf<T>;
@@ -117,9 +118,9 @@ template <class A, class B> struct mask_and : mask_base {
         const std::size_t x = a.key_end(bi, qpos, S), y = b.key_end(bi, qpos, S);
         return x < y ? x : y;
     }
-    template <class T> void apply(const mask_row& r, T* row, std::size_t n) const {
-        a.apply(r, row, n);
-        b.apply(r, row, n);
+    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
+        a.apply(r, row, key0, n);
+        b.apply(r, row, key0, n);
     }
 };
 

@@ -36,4 +36,36 @@ template <class T> inline bool softmax_inplace(T* row, std::size_t n) {
     return true;
 }
 
+// One key tile of a streaming (online) softmax, for attention over keys in tiles.
+// row: (n) scores of this tile (-inf where blocked) -> row: exp(score - m') where m' is the new
+// running maximum; (m, l) are the row's running max and sum of exponentials, updated in place.
+// Returns the factor (exp(m - m')) by which everything accumulated from earlier tiles must be
+// scaled; a tile whose scores are all blocked becomes zeros and returns 1.
+template <class T> inline T online_softmax_tile(T* row, std::size_t n, T& m, T& l) {
+    constexpr std::size_t W = simd::width<T>;
+    const T tile_max = n ? max(row, n) : -std::numeric_limits<T>::infinity();
+    if (tile_max == -std::numeric_limits<T>::infinity()) {
+        for (std::size_t i = 0; i < n; ++i) row[i] = T(0);
+        return T(1);
+    }
+    const T m_new = tile_max > m ? tile_max : m;
+    const T correction = m == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(m - m_new);
+    const simd::vec<T> mv(m_new);
+    simd::vec<T> acc(T(0));
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
+        const simd::vec<T> e = simd::vexp(simd::load(row + i) - mv);
+        simd::store(row + i, e);
+        acc += e;
+    }
+    T s = simd::hsum<T>(acc);
+    for (; i < n; ++i) {
+        row[i] = std::exp(row[i] - m_new);
+        s += row[i];
+    }
+    l = l * correction + s;
+    m = m_new;
+    return correction;
+}
+
 }  // namespace ctformer::kernels
