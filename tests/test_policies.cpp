@@ -142,3 +142,21 @@ TEST_CASE("numpy tutorial: Final Decoder Output reproduced to 1e-6") {
                               -0.05660705, 1.18667304, -1.60418732, 0.45399003, 0.04642535, 1.10377194};
     CHECK_CLOSE("numpy tutorial", out.data(), printed, 12, 1e-6);
 }
+
+TEST_CASE("forward in place: out may alias tgt (post- and pre-norm)") {
+    auto run = [](auto layer_tag) {
+        using L = typename decltype(layer_tag)::type;
+        static typename L::Params p;
+        static typename L::template Workspace<2, 6, 5> ws;
+        static ct::Tensor<float, 2, 6, 16> x, out;
+        static ct::Tensor<float, 2, 5, 16> mem;
+        ref::randomize(p, 61);
+        ref::randomize_tensor(x, 62);
+        ref::randomize_tensor(mem, 63);
+        L::forward(p, ws, x, mem, out, ct::causal{});
+        L::forward(p, ws, x, mem, x, ct::causal{});  // in place
+        CHECK(std::equal(out.storage, out.storage + out.size, x.storage));
+    };
+    run(std::type_identity<ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<24>>>{});
+    run(std::type_identity<ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<24>, ct::norm_first<true>>>{});
+}
