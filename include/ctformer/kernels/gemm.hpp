@@ -157,11 +157,12 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         for (std::size_t m0 = 0; m0 < M; m0 += MR) {
             T* dst = ap + m0 * kc;
             for (std::size_t r = 0; r < MR; ++r) {
-                const T* src = a + (m0 + r) * lda + k0;
-                if (m0 + r < M)
+                if (m0 + r < M) {
+                    const T* src = a + (m0 + r) * lda + k0;
                     for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
-                else
+                } else {
                     for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
+                }
             }
         }
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
