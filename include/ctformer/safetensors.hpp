@@ -351,7 +351,7 @@ save_result save_state_dict(const P& params, std::span<std::byte> out, std::stri
         std::span<std::byte> out;
         std::size_t n = 0;
         void put(const void* p, std::size_t len) {
-            if (n + len <= out.size()) std::memcpy(out.data() + n, p, len);
+            if (len && n + len <= out.size()) std::memcpy(out.data() + n, p, len);
             n += len;
         }
         void str(std::string_view s) { put(s.data(), s.size()); }

@@ -60,7 +60,7 @@ struct status {
         status s;
         s.code = c;
         const std::size_t n = name.size() < s.tensor.size() - 1 ? name.size() : s.tensor.size() - 1;
-        std::memcpy(s.tensor.data(), name.data(), n);
+        if (n) std::memcpy(s.tensor.data(), name.data(), n);  // name.data() may be null when empty
         return s;
     }
 };
