@@ -7,31 +7,36 @@
 
 namespace ctformer::kernels {
 
+// row: (n) -> row: exp(row - shift); returns the sum of the new values (one horizontal reduction).
+template <class T> inline T exp_shift_sum(T* row, std::size_t n, T shift) {
+    constexpr std::size_t W = simd::width<T>;
+    const simd::vec<T> sv(shift);
+    simd::vec<T> acc(T(0));
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W) {
+        const simd::vec<T> e = simd::vexp(simd::load(row + i) - sv);
+        simd::store(row + i, e);
+        acc += e;
+    }
+    T s = simd::hsum<T>(acc);
+    for (; i < n; ++i) {
+        row[i] = std::exp(row[i] - shift);
+        s += row[i];
+    }
+    return s;
+}
+
 // row: (n) scores, -inf where blocked -> row: (n) probabilities.
 // A row with every score blocked (or n == 0) becomes all zeros and returns false: ctformer's
 // documented convention is a zero attention output for such a query, never NaN.
 template <class T> inline bool softmax_inplace(T* row, std::size_t n) {
-    constexpr std::size_t W = simd::width<T>;
     if (n == 0) return false;
     const T m = max(row, n);
     if (m == -std::numeric_limits<T>::infinity()) {
         for (std::size_t i = 0; i < n; ++i) row[i] = T(0);
         return false;
     }
-    const simd::vec<T> mv(m);
-    simd::vec<T> acc(T(0));
-    std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) {
-        const simd::vec<T> e = simd::vexp(simd::load(row + i) - mv);
-        simd::store(row + i, e);
-        acc += e;
-    }
-    T s = simd::hsum<T>(acc);
-    for (; i < n; ++i) {
-        row[i] = std::exp(row[i] - m);
-        s += row[i];
-    }
-    const T inv = T(1) / s;
+    const T inv = T(1) / exp_shift_sum(row, n, m);
     map_inplace(row, n, [inv](const auto& x) { return x * inv; });
     return true;
 }
@@ -42,7 +47,6 @@ template <class T> inline bool softmax_inplace(T* row, std::size_t n) {
 // Returns the factor (exp(m - m')) by which everything accumulated from earlier tiles must be
 // scaled; a tile whose scores are all blocked becomes zeros and returns 1.
 template <class T> inline T online_softmax_tile(T* row, std::size_t n, T& m, T& l) {
-    constexpr std::size_t W = simd::width<T>;
     const T tile_max = n ? max(row, n) : -std::numeric_limits<T>::infinity();
     if (tile_max == -std::numeric_limits<T>::infinity()) {
         for (std::size_t i = 0; i < n; ++i) row[i] = T(0);
@@ -50,20 +54,7 @@ template <class T> inline T online_softmax_tile(T* row, std::size_t n, T& m, T& 
     }
     const T m_new = tile_max > m ? tile_max : m;
     const T correction = m == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(m - m_new);
-    const simd::vec<T> mv(m_new);
-    simd::vec<T> acc(T(0));
-    std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) {
-        const simd::vec<T> e = simd::vexp(simd::load(row + i) - mv);
-        simd::store(row + i, e);
-        acc += e;
-    }
-    T s = simd::hsum<T>(acc);
-    for (; i < n; ++i) {
-        row[i] = std::exp(row[i] - m_new);
-        s += row[i];
-    }
-    l = l * correction + s;
+    l = l * correction + exp_shift_sum(row, n, m_new);
     m = m_new;
     return correction;
 }
