@@ -45,6 +45,43 @@ TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias,
     }
 }
 
+TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
+    // M 1..4 take the streaming GEMV, larger M the tiled path; N not a multiple of the panel,
+    // K past one KC block; the panel padding holds garbage that must never reach c.
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},   {1, 37, 19}, {2, 70, 64}, {3, 16, 300}, {4, 129, 33},
+                                                {1, 200, 513}, {5, 33, 7}, {13, 48, 257}, {31, 47, 513}, {2, 8, 0}};
+    unsigned seed = 100;
+    using tile = ct::kernels::gemm_tile<T>;
+    for (const auto& sz : sizes) {
+        const std::size_t M = sz[0], N = sz[1], K = sz[2];
+        for (int variant = 0; variant < 3; ++variant) {  // plain; bias; bias + relu, strided a and c
+            const std::size_t lda = K + (variant == 2 ? 3 : 0), ldc = N + (variant == 2 ? 2 : 0);
+            auto a = random_vec<T>(M * lda + 1, seed++), w = random_vec<T>(N * K + 1, seed++),  // w: (N, K)
+                bias = random_vec<T>(N, seed++);
+            std::vector<T> panels(ct::kernels::panel_elems<T>(K, N) + 1, std::numeric_limits<T>::quiet_NaN());
+            for (std::size_t n = 0; n < N; ++n)
+                for (std::size_t k = 0; k < K; ++k) panels[ct::kernels::panel_index<T>(K, k, n)] = w[n * K + k];
+            std::vector<T> pack(ct::kernels::gemm_pack_elems<T>(M), T(99));
+            std::vector<T> c(M * ldc, T(-7)), want(M * ldc, T(-7));
+            const T* bp = variant >= 1 ? bias.data() : nullptr;
+            const bool relu = variant == 2;
+            if (relu)
+                ct::kernels::gemm_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, bp, ct::relu{}, pack.data());
+            else
+                ct::kernels::gemm_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, bp, ct::kernels::identity_op{},
+                                         pack.data());
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    double s = bp ? bp[j] : 0.0;
+                    for (std::size_t k = 0; k < K; ++k) s += double(a[i * lda + k]) * double(w[j * K + k]);
+                    want[i * ldc + j] = static_cast<T>(relu ? std::max(s, 0.0) : s);
+                }
+            CHECK_CLOSE("gemm_panels " << M << "x" << N << "x" << K << " variant " << variant << " NR " << tile::NR,
+                        c.data(), want.data(), c.size(), kernel_tol<T> * (1 + std::sqrt(double(K))));
+        }
+    }
+}
+
 TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T, float, double) {
     for (std::size_t n : {1u, 3u, 8u, 15u, 16u, 17u, 64u, 129u}) {
         auto x = random_vec<T>(n, static_cast<unsigned>(n), -3, 3);

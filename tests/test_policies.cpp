@@ -91,7 +91,8 @@ TEST_CASE("params: names and layouts are PyTorch's, bias-free configurations hav
     // Linear weight (out, in) element order: get(o * in + i) is W[o][i].
     p.linear1.weight.set(3 * 16 + 5, 7.0f);
     CHECK(p.linear1.weight.get(3 * 16 + 5) == 7.0f);
-    CHECK(p.linear1.weight.kernel_data()[5 * 32 + 3] == 7.0f);
+    // stored in panel layout: W[3][5] is element (k = 5, n = 3) of Wᵀ
+    CHECK(p.linear1.weight.panels()[ct::kernels::panel_index<float>(16, 5, 3)] == 7.0f);
     ct::zero_params(p);
     CHECK(p.linear1.weight.get(3 * 16 + 5) == 0.0f);
 }

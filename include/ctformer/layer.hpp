@@ -112,12 +112,10 @@ template <class Cfg> struct Layer {
     template <class Drop>
     static void feed_forward(const Params& p, const T* x, T* hidden, T* branch, std::size_t rows, std::size_t Tq,
                              const Drop& drop, T* pack) {
-        kernels::gemm(rows, F, D, x, D, p.linear1.weight.kernel_data(), F, hidden, F, p.linear1.bias_data(),
-                      Activation{}, pack);
+        linear(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, F, pack, Activation{});
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(hidden + r * F, F, dropout_site::ffn_activation, row_id(r, Tq));
-        kernels::gemm(rows, D, F, hidden, F, p.linear2.weight.kernel_data(), D, branch, D, p.linear2.bias_data(),
-                      kernels::identity_op{}, pack);
+        linear(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), branch, D, pack);
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(branch + r * D, D, dropout_site::ffn_out, row_id(r, Tq));
     }
@@ -127,8 +125,21 @@ template <class Cfg> struct Layer {
             for (std::size_t r = 0; r < rows; ++r) drop.apply(x + r * D, D, site, row_id(r, Tq));
     }
     template <class MHA> static void out_projection(const MHA& a, const T* ctx, T* branch, std::size_t rows, T* pack) {
-        kernels::gemm(rows, D, D, ctx, D, a.out_proj.weight.kernel_data(), D, branch, D, a.out_proj.bias_data(),
-                      kernels::identity_op{}, pack);
+        linear(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), branch, D, pack);
+    }
+    // out: (rows, n·Seg) at ldo = x: (rows, In) · [blocks s0 .. s0+n of W]ᵀ + bias, then act. One GEMM
+    // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
+    template <class Wt, class Act = kernels::identity_op>
+    static void linear(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* out,
+                       std::size_t ldo, T* pack, const Act& act = {}) {
+        constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
+        if constexpr (Wt::segments_contiguous) {
+            kernels::gemm_panels(rows, n * Seg, In, x, In, w.panels(s0), out, ldo, bias, act, pack);
+        } else {
+            for (std::size_t s = 0; s < n; ++s)
+                kernels::gemm_panels(rows, Seg, In, x, In, w.panels(s0 + s), out + s * Seg, ldo,
+                                     bias ? bias + s * Seg : nullptr, act, pack);
+        }
     }
     // The norm applied before (pre-norm) or after (post-norm) each sub-layer.
     static const auto& norm_self(const Params& p) { return p.norm1; }
@@ -222,8 +233,7 @@ template <class Cfg> struct Layer {
                                const Mask& mask, const Drop& drop) {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        kernels::gemm(B * Tq, 3 * D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, 3 * D, a.in_bias_data(),
-                      kernels::identity_op{}, ws.pack);
+        linear(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), ws.qkv, 3 * D, ws.pack);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -242,8 +252,7 @@ template <class Cfg> struct Layer {
                                 const Mask& mask, const Drop& drop) {
         const auto& a = p.multihead_attn;
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
-        kernels::gemm(B * Tq, D, D, x, D, a.in_proj_weight.kernel_data(), 3 * D, ws.qkv, D, a.in_bias_data(),
-                      kernels::identity_op{}, ws.pack);
+        linear(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), ws.qkv, D, ws.pack);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -259,8 +268,7 @@ template <class Cfg> struct Layer {
     static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
         const auto& a = p.multihead_attn;
         const T* bias = a.in_bias_data();
-        kernels::gemm(rows, 2 * D, D, mem, D, a.in_proj_weight.kernel_data() + D, 3 * D, kv, 2 * D,
-                      bias ? bias + D : nullptr, kernels::identity_op{}, pack);
+        linear(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, 2 * D, pack);
     }
 
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before

@@ -23,23 +23,24 @@ namespace ctformer {
 // torch.nn.Linear: y = x·Wᵀ + b, weight (Out, In), bias (Out).
 template <class T, std::size_t Out, std::size_t In, bool Bias> struct LinearParams;
 template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, true> {
-    using weight_t = TransposedWeight<T, Out, In>;
+    using weight_t = PackedWeight<T, Out, In>;
     using bias_t = Tensor<T, Out>;
     static constexpr bool has_bias = true;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
     const T* bias_data() const { return bias.data(); }
 };
 template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
-    using weight_t = TransposedWeight<T, Out, In>;
+    using weight_t = PackedWeight<T, Out, In>;
     static constexpr bool has_bias = false;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
     const T* bias_data() const { return nullptr; }
 };
 
-// torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv.
+// torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
+// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
 template <class T, std::size_t D, bool Bias> struct MultiheadAttentionParams;
 template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
-    using in_w_t = TransposedWeight<T, 3 * D, D>;
+    using in_w_t = PackedWeight<T, 3 * D, D, D>;
     using in_b_t = Tensor<T, 3 * D>;
     using out_t = LinearParams<T, D, D, true>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
@@ -47,7 +48,7 @@ template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
     const T* in_bias_data() const { return in_proj_bias.data(); }
 };
 template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
-    using in_w_t = TransposedWeight<T, 3 * D, D>;
+    using in_w_t = PackedWeight<T, 3 * D, D, D>;
     using out_t = LinearParams<T, D, D, false>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
     const T* in_bias_data() const { return nullptr; }

@@ -2,13 +2,15 @@
 //
 // Tensor<T, Dims...> owns its elements inline (64-byte aligned, size a compile-time constant) so
 // it can live in static storage or in memory the user owns; it never allocates. TensorView is the
-// same shape over a pointer the user provides. TransposedWeight stores a PyTorch Linear weight
-// (out, in) as (in, out) for the GEMM while presenting PyTorch's shape and element order to the
+// same shape over a pointer the user provides. PackedWeight stores a PyTorch Linear weight
+// (out, in) in the GEMM's panel layout while presenting PyTorch's shape and element order to the
 // importer, so the import format is PyTorch's and the kernel layout is ctformer's.
 #pragma once
 #include <array>
 #include <cstddef>
 #include <type_traits>
+
+#include "kernels/panels.hpp"
 
 namespace ctformer {
 
@@ -50,23 +52,39 @@ template <class T, std::size_t... Dims> struct TensorView : shape_of<Dims...> {
     value_type get(std::size_t i) const { return ptr[i]; }
 };
 
-// PyTorch Linear weight W: (Out, In), stored transposed as (In, Out) for the GEMM's b operand.
-template <class T, std::size_t Out, std::size_t In> struct TransposedWeight : shape_of<Out, In> {
+// PyTorch Linear weight W: (Out, In), stored for the GEMM as Wᵀ: (In, Out) in column panels
+// (kernels/panels.hpp), the order the micro-kernel and the decoding GEMV read it: packed once at
+// load time, no second copy. get/set present PyTorch's shape and element order, so the import
+// format stays PyTorch's. Seg: W's rows form Out / Seg blocks used separately (MultiheadAttention's
+// Wq | Wk | Wv); each block starts on a whole panel so a kernel can read any block alone.
+template <class T, std::size_t Out, std::size_t In, std::size_t Seg = Out> struct PackedWeight : shape_of<Out, In> {
+    static_assert(Seg > 0 && Out % Seg == 0, "ctformer: weight segments must divide the output features");
     using value_type = T;
-    static constexpr std::size_t out_features = Out, in_features = In;
     using shape_of<Out, In>::size;
-    alignas(64) T storage[size];
+    static constexpr std::size_t out_features = Out, in_features = In, segment = Seg, segments = Out / Seg;
+    static constexpr std::size_t NR = kernels::gemm_tile<T>::NR;
+    static constexpr std::size_t segment_elems = kernels::panel_elems<T>(In, Seg);
+    static constexpr std::size_t storage_size = segments * segment_elems;
+    // Segments abut without padding: one GEMM may span several.
+    static constexpr bool segments_contiguous = Seg % NR == 0;
+    alignas(64) T storage[storage_size];
 
-    // (In, Out) row-major: the GEMM reads row k as the Out-long vector of weights of input k.
-    const T* kernel_data() const { return storage; }
-    T* kernel_data() { return storage; }
-    T get(std::size_t i) const { return storage[(i % In) * Out + i / In]; }
-    void set(std::size_t i, T v) { storage[(i % In) * Out + i / In] = v; }
+    // Panels of block s: (In, Seg) in panel layout.
+    const T* panels(std::size_t s = 0) const { return storage + s * segment_elems; }
+    T* panels(std::size_t s = 0) { return storage + s * segment_elems; }
+    // Element i of W in PyTorch's row-major (Out, In) order.
+    static constexpr std::size_t storage_index(std::size_t i) {
+        const std::size_t o = i / In, k = i % In;
+        return o / Seg * segment_elems + kernels::panel_index<T>(In, k, o % Seg);
+    }
+    T get(std::size_t i) const { return storage[storage_index(i)]; }
+    void set(std::size_t i, T v) { storage[storage_index(i)] = v; }
 };
 
 template <class X> struct is_tensor_storage : std::false_type {};
 template <class T, std::size_t... D> struct is_tensor_storage<Tensor<T, D...>> : std::true_type {};
-template <class T, std::size_t O, std::size_t I> struct is_tensor_storage<TransposedWeight<T, O, I>> : std::true_type {};
+template <class T, std::size_t O, std::size_t I, std::size_t S>
+struct is_tensor_storage<PackedWeight<T, O, I, S>> : std::true_type {};
 template <class X> inline constexpr bool is_tensor_storage_v = is_tensor_storage<std::remove_cv_t<X>>::value;
 
 // Views of user memory with a compile-time shape.

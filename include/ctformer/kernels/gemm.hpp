@@ -2,26 +2,19 @@
 //
 //   c: (M, N) = a: (M, K) · b: (K, N) [+ bias: (N)] then act elementwise.
 //
-// b is row-major along N: weights are stored transposed (PyTorch's W: (N, K) as Wᵀ: (K, N)) when
-// loaded, so the micro-kernel broadcasts one a[m, k] and multiplies it with contiguous vectors of
-// b's row k. The register tile (MR rows x NV vectors) is chosen at compile time from the vector
+// The micro-kernel broadcasts one a[m, k] and multiplies it with contiguous vectors of b's row k.
+// The register tile (MR rows x NV vectors, panels.hpp) is chosen at compile time from the vector
 // width; K is blocked by KC so a (KC x NR) panel of b stays in L1 while every row tile passes.
+// Two entry points: gemm (b row-major at a stride: attention's keys and values) and gemm_panels
+// (b already in panel layout: the weights, packed once at load time).
 #pragma once
 #include <cstddef>
 #include <utility>
 
 #include "elementwise.hpp"
+#include "panels.hpp"
 
 namespace ctformer::kernels {
-
-template <class T> struct gemm_tile {
-    static constexpr std::size_t W = simd::width<T>;
-    // AVX-512 has 32 registers: 12x2 accumulators; AVX2/SSE/NEON 16: 6x2; scalar: 4x4.
-    static constexpr std::size_t NV = W == 1 ? 4 : 2;
-    static constexpr std::size_t MR = W == 1 ? 4 : (W * sizeof(T) >= 64 ? 12 : 6);
-    static constexpr std::size_t NR = NV * W;
-    static constexpr std::size_t KC = 256;
-};
 
 namespace detail {
 
@@ -139,12 +132,14 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
 
-// The packed path (BLIS-style): per K block, pack all of a's rows; per N panel, pack b's panel;
-// then one register tile per MR rows. Edge tiles (rows < MR or columns < NR) run on a small
-// zero-padded tile and copy back their valid part.
+// The packed path (BLIS-style): per K block, pack all of a's rows; per N panel, pack b's panel
+// (or, when b_panels is given, read it where it is: weights in panel layout); then one register
+// tile per MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and
+// copy back their valid part.
 template <class T, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                        std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack) {
+                        std::size_t ldb, const T* b_panels, T* c, std::size_t ldc, const T* bias, const Act& act,
+                        T* pack) {
     using tile = gemm_tile<T>;
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     T* bp = pack;
@@ -168,11 +163,12 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
             const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
             const T* src = b + k0 * ldb + n0;
-            if (ncols == NR) {
+            const T* panel = b_panels ? b_panels + (n0 / NR * K + k0) * NR : bp;
+            if (!b_panels && ncols == NR) {
                 for (std::size_t k = 0; k < kc; ++k)
 #pragma GCC unroll 4
                     for (std::size_t v = 0; v < NV; ++v) simd::store(bp + k * NR + v * W, simd::load(src + k * ldb + v * W));
-            } else {
+            } else if (!b_panels) {
                 for (std::size_t k = 0; k < kc; ++k)
                     for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[k * ldb + j] : T(0);
             }
@@ -186,19 +182,85 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 T* cm = c + m0 * ldc + n0;
                 if (ncols == NR) {
-                    micro_rows<T, NV, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, bp, 0, cm, ldc,
-                                            bias_n, first, last, act);
+                    micro_rows<T, NV, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, panel, 0, cm,
+                                            ldc, bias_n, first, last, act);
                 } else {
                     alignas(64) T edge[MR * NR] = {};
                     if (!first)
                         for (std::size_t r = 0; r < rows; ++r)
                             for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
-                    micro_tile<T, MR, NV, true>(kc, ap + m0 * kc, 0, bp, 0, edge, NR, bias_n, first, last, act);
+                    micro_tile<T, MR, NV, true>(kc, ap + m0 * kc, 0, panel, 0, edge, NR, bias_n, first, last, act);
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < ncols; ++j) cm[r * ldc + j] = edge[r * NR + j];
                 }
             }
         }
+    }
+}
+
+
+// Few rows against panels (a decoding step): each panel is one contiguous (K x NR) stream of
+// weights; P panels are read side by side (P streams, R·P·NV accumulators, enough independent
+// FMAs to hide their latency) and every weight is loaded exactly once per call.
+// c: (R, P·NR) at ldc (+)= a: (R, K) · panels p0..p0+P, bias (P·NR, padded) or null.
+template <class T, std::size_t R, std::size_t P, class Act>
+inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T* bp, T* c, std::size_t ldc,
+                            const T* bias, const Act& act) {
+    using tile = gemm_tile<T>;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR;
+    using vt = simd::vec<T>;
+    vt acc[R][P][NV];
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t p = 0; p < P; ++p)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) acc[r][p][v] = bias ? simd::load(bias + p * NR + v * W) : vt(T(0));
+    const std::size_t pstride = K * NR;
+    for (std::size_t k = 0; k < K; ++k) {
+        vt bv[P][NV];
+#pragma GCC unroll 4
+        for (std::size_t p = 0; p < P; ++p)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) bv[p][v] = simd::load(bp + p * pstride + k * NR + v * W);
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < R; ++r) {
+            const vt ar(a[r * lda + k]);
+#pragma GCC unroll 4
+            for (std::size_t p = 0; p < P; ++p)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) acc[r][p][v] = simd::fma<T>(ar, bv[p][v], acc[r][p][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t p = 0; p < P; ++p)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) simd::store(c + r * ldc + p * NR + v * W, apply_vec<T>(act, acc[r][p][v]));
+}
+
+template <class T, std::size_t R, class Act>
+inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* bp, T* c,
+                        std::size_t ldc, const T* bias, const Act& act) {
+    constexpr std::size_t NR = gemm_tile<T>::NR;
+    constexpr std::size_t P = R == 1 ? 4 : R == 2 ? 2 : 1;  // streams side by side
+    const std::size_t full = N / NR, groups = full / P, singles = full % P, panel = K * NR;
+    // (pointer steps instead of p·K·NR products: GCC 12 otherwise "proves" an overflow in the
+    // unrolled tile and warns, -Waggressive-loop-optimizations)
+    const T* bias_p = bias;
+    for (std::size_t g = 0; g < groups; ++g, bp += P * panel, c += P * NR, bias_p = bias_p ? bias_p + P * NR : nullptr)
+        gemv_panel_tile<T, R, P>(K, a, lda, bp, c, ldc, bias_p, act);
+    for (std::size_t i = 0; i < singles; ++i, bp += panel, c += NR, bias_p = bias_p ? bias_p + NR : nullptr)
+        gemv_panel_tile<T, R, 1>(K, a, lda, bp, c, ldc, bias_p, act);
+    if (const std::size_t ncols = N - full * NR; ncols) {  // last, zero-padded panel
+        alignas(64) T edge[R * NR];
+        alignas(64) T bias_pad[NR] = {};
+        if (bias_p)
+            for (std::size_t j = 0; j < ncols; ++j) bias_pad[j] = bias_p[j];
+        gemv_panel_tile<T, R, 1>(K, a, lda, bp, edge, NR, bias_p ? bias_pad : nullptr, act);
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t j = 0; j < ncols; ++j) c[r * ldc + j] = edge[r * NR + j];
     }
 }
 
@@ -226,7 +288,7 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
     if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act);
-    if (pack != nullptr) return detail::gemm_packed(M, N, K, a, lda, b, ldb, c, ldc, bias, act, pack);
+    if (pack != nullptr) return detail::gemm_packed<T>(M, N, K, a, lda, b, ldb, nullptr, c, ldc, bias, act, pack);
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     for (std::size_t n0 = 0; n0 < N; n0 += NR) {
         const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
@@ -253,6 +315,23 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
                                         bias_n ? bias_n + j : nullptr, first, last, act);
             }
         }
+    }
+}
+
+// c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c), with b in
+// panel layout (panels.hpp: PackedWeight::panels()). pack: scratch of gemm_pack_elems<T>(M)
+// elements for a's rows (unused when M <= small_m_rows). c must not overlap a or b.
+template <class T, class Act = identity_op>
+inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b_panels,
+                        T* c, std::size_t ldc, const T* bias, const Act& act, T* pack) {
+    static_assert(small_m_rows == 4, "gemm_panels dispatches rows 1..4 to the GEMV");
+    if (M == 0 || N == 0) return;
+    switch (M) {
+    case 1: return detail::gemv_panels<T, 1>(N, K, a, lda, b_panels, c, ldc, bias, act);
+    case 2: return detail::gemv_panels<T, 2>(N, K, a, lda, b_panels, c, ldc, bias, act);
+    case 3: return detail::gemv_panels<T, 3>(N, K, a, lda, b_panels, c, ldc, bias, act);
+    case 4: return detail::gemv_panels<T, 4>(N, K, a, lda, b_panels, c, ldc, bias, act);
+    default: return detail::gemm_packed(M, N, K, a, lda, static_cast<const T*>(nullptr), 0, b_panels, c, ldc, bias, act, pack);
     }
 }
 

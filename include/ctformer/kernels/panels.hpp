@@ -1,0 +1,39 @@
+// ctformer/kernels/panels.hpp — the GEMM's register tile and the panel layout of its weights.
+//
+// The micro-kernel multiplies MR rows of a by NR = NV·W columns of b. Weights are stored once, at
+// load time, in the order it reads them: b: (K, N) cut into column panels of NR, each panel k-major
+//
+//   element (k, n) at  ((n / NR) · K + k) · NR + n % NR        (the last panel zero-padded)
+//
+// so every panel is one contiguous stream of K·NR values: the tiled GEMM reads its (KC x NR)
+// blocks without repacking, and a decoding step (a GEMV) reads the weights front to back.
+#pragma once
+#include <cstddef>
+
+#include "../simd.hpp"
+
+namespace ctformer::kernels {
+
+template <class T> struct gemm_tile {
+    static constexpr std::size_t W = simd::width<T>;
+    // AVX-512 has 32 registers: 12x2 accumulators; AVX2/SSE/NEON 16: 6x2; scalar: 4x4.
+    static constexpr std::size_t NV = W == 1 ? 4 : 2;
+    static constexpr std::size_t MR = W == 1 ? 4 : (W * sizeof(T) >= 64 ? 12 : 6);
+    static constexpr std::size_t NR = NV * W;
+    static constexpr std::size_t KC = 256;
+};
+
+// Panels covering n columns, and the elements of a (k, n) matrix in panel layout.
+template <class T> constexpr std::size_t panel_count(std::size_t n) {
+    return (n + gemm_tile<T>::NR - 1) / gemm_tile<T>::NR;
+}
+template <class T> constexpr std::size_t panel_elems(std::size_t k, std::size_t n) {
+    return panel_count<T>(n) * k * gemm_tile<T>::NR;
+}
+// Index of element (k, n) of a (K, ·) matrix in panel layout.
+template <class T> constexpr std::size_t panel_index(std::size_t K, std::size_t k, std::size_t n) {
+    constexpr std::size_t NR = gemm_tile<T>::NR;
+    return ((n / NR) * K + k) * NR + n % NR;
+}
+
+}  // namespace ctformer::kernels
