@@ -54,25 +54,30 @@ TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar ref
     using tile = ct::kernels::gemm_tile<T>;
     for (const auto& sz : sizes) {
         const std::size_t M = sz[0], N = sz[1], K = sz[2];
-        for (int variant = 0; variant < 3; ++variant) {  // plain; bias; bias + relu, strided a and c
-            const std::size_t lda = K + (variant == 2 ? 3 : 0), ldc = N + (variant == 2 ? 2 : 0);
+        // plain; bias; bias + relu with strided a and c; accumulate onto c (the fused residual add)
+        // with bias; accumulate without bias, strided
+        for (int variant = 0; variant < 5; ++variant) {
+            const std::size_t lda = K + (variant == 2 || variant == 4 ? 3 : 0),
+                              ldc = N + (variant == 2 || variant == 4 ? 2 : 0);
+            const bool accumulate = variant >= 3;
             auto a = random_vec<T>(M * lda + 1, seed++), w = random_vec<T>(N * K + 1, seed++),  // w: (N, K)
                 bias = random_vec<T>(N, seed++);
             std::vector<T> panels(ct::kernels::panel_elems<T>(K, N) + 1, std::numeric_limits<T>::quiet_NaN());
             for (std::size_t n = 0; n < N; ++n)
                 for (std::size_t k = 0; k < K; ++k) panels[ct::kernels::panel_index<T>(K, k, n)] = w[n * K + k];
             std::vector<T> pack(ct::kernels::gemm_pack_elems<T>(M), T(99));
-            std::vector<T> c(M * ldc, T(-7)), want(M * ldc, T(-7));
-            const T* bp = variant >= 1 ? bias.data() : nullptr;
+            std::vector<T> c = random_vec<T>(M * ldc, seed++), want = c;
+            const T* bp = variant >= 1 && variant <= 3 ? bias.data() : nullptr;
             const bool relu = variant == 2;
             if (relu)
-                ct::kernels::gemm_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, bp, ct::relu{}, pack.data());
+                ct::kernels::gemm_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, bp, ct::relu{}, pack.data(),
+                                         accumulate);
             else
                 ct::kernels::gemm_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, bp, ct::kernels::identity_op{},
-                                         pack.data());
+                                         pack.data(), accumulate);
             for (std::size_t i = 0; i < M; ++i)
                 for (std::size_t j = 0; j < N; ++j) {
-                    double s = bp ? bp[j] : 0.0;
+                    double s = (accumulate ? double(want[i * ldc + j]) : 0.0) + (bp ? bp[j] : 0.0);
                     for (std::size_t k = 0; k < K; ++k) s += double(a[i * lda + k]) * double(w[j * K + k]);
                     want[i * ldc + j] = static_cast<T>(relu ? std::max(s, 0.0) : s);
                 }

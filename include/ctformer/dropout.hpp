@@ -47,6 +47,8 @@ class dropout_rng {
           p_{c.p, c.attn_p < 0 ? c.p : c.attn_p, c.act_p < 0 ? c.p : c.act_p} {}
 
     static constexpr bool enabled = true;
+    // Whether the site drops anything (p > 0); the layer fuses residual adds where it does not.
+    bool drops(dropout_site s) const { return probability(s) > 0.0f; }
 
     float probability(dropout_site s) const {
         switch (s) {
@@ -91,6 +93,7 @@ class dropout_rng {
 // Eval mode: dropout is exactly the identity and costs nothing.
 struct no_dropout {
     static constexpr bool enabled = false;
+    static constexpr bool drops(dropout_site) { return false; }
     template <class T> void apply(T*, std::size_t, dropout_site, std::uint64_t, std::size_t = 0) const {}
 };
 

@@ -98,47 +98,45 @@ template <class Cfg> struct Layer {
     template <class NP> static void norm_rows(const NP& np, const T* x, T* y, std::size_t rows) {
         for (std::size_t r = 0; r < rows; ++r) Norm::template apply<D>(np, x + r * D, y + r * D, static_cast<T>(Cfg::eps));
     }
-    // y = x + branch (pre-norm) or y = norm(x + branch) (post-norm), row by row; y may alias x.
-    template <class NP>
-    static void residual(const NP& np, const T* x, const T* branch, T* y, std::size_t rows) {
-        kernels::add(y, x, branch, rows * D);
-        if constexpr (!pre_norm) norm_rows(np, y, y, rows);
-    }
-    // branch: (rows, D) = FF(x: (rows, D)) with dropout after the activation and on the output.
+    // out: (rows, D) = FF(x: (rows, D)) with dropout after the activation (the output's dropout is
+    // the caller's), or out += FF(x) (accumulate: the residual add fused into linear2's epilogue).
     // Dropout rows are numbered (batch row << 32 | position), so every caller draws the same stream.
     static std::uint64_t row_id(std::size_t r, std::size_t Tq) {
         return (std::uint64_t{r / Tq} << 32) | (r % Tq);
     }
     template <class Drop>
-    static void feed_forward(const Params& p, const T* x, T* hidden, T* branch, std::size_t rows, std::size_t Tq,
-                             const Drop& drop, T* pack) {
+    static void feed_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
+                             std::size_t Tq, const Drop& drop, T* pack) {
         linear(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, F, pack, Activation{});
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(hidden + r * F, F, dropout_site::ffn_activation, row_id(r, Tq));
-        linear(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), branch, D, pack);
-        if constexpr (Drop::enabled)
-            for (std::size_t r = 0; r < rows; ++r) drop.apply(branch + r * D, D, dropout_site::ffn_out, row_id(r, Tq));
+        linear(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
+               accumulate);
     }
     template <class Drop>
     static void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t Tq, dropout_site site) {
         if constexpr (Drop::enabled)
             for (std::size_t r = 0; r < rows; ++r) drop.apply(x + r * D, D, site, row_id(r, Tq));
     }
-    template <class MHA> static void out_projection(const MHA& a, const T* ctx, T* branch, std::size_t rows, T* pack) {
-        linear(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), branch, D, pack);
+    // out (+)= ctx · out_projᵀ + bias
+    template <class MHA>
+    static void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
+        linear(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), out, D, pack, kernels::identity_op{},
+               accumulate);
     }
     // out: (rows, n·Seg) at ldo = x: (rows, In) · [blocks s0 .. s0+n of W]ᵀ + bias, then act. One GEMM
     // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
+    // accumulate: out = act(out + x·Wᵀ + bias), the residual already in out.
     template <class Wt, class Act = kernels::identity_op>
     static void linear(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* out,
-                       std::size_t ldo, T* pack, const Act& act = {}) {
+                       std::size_t ldo, T* pack, const Act& act = {}, bool accumulate = false) {
         constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
         if constexpr (Wt::segments_contiguous) {
-            kernels::gemm_panels(rows, n * Seg, In, x, In, w.panels(s0), out, ldo, bias, act, pack);
+            kernels::gemm_panels(rows, n * Seg, In, x, In, w.panels(s0), out, ldo, bias, act, pack, accumulate);
         } else {
             for (std::size_t s = 0; s < n; ++s)
                 kernels::gemm_panels(rows, Seg, In, x, In, w.panels(s0 + s), out + s * Seg, ldo,
-                                     bias ? bias + s * Seg : nullptr, act, pack);
+                                     bias ? bias + s * Seg : nullptr, act, pack, accumulate);
         }
     }
     // The norm applied before (pre-norm) or after (post-norm) each sub-layer.
@@ -227,10 +225,10 @@ template <class Cfg> struct Layer {
     };
     struct no_source {};
 
-    // Multi-head self-attention of x: (B*Tq, D) -> ws.branch: (B*Tq, D).
+    // Multi-head self-attention of x: (B*Tq, D) -> out: (B*Tq, D) (accumulate: out += it).
     template <class WS, class Src, class Mask, class Drop>
     static void self_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
-                               const Mask& mask, const Drop& drop) {
+                               const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
         linear(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), ws.qkv, 3 * D, ws.pack);
@@ -243,13 +241,14 @@ template <class Cfg> struct Layer {
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::self_attn_weights);
             }
-        out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
+        out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
     }
 
-    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> ws.branch: (B*Tq, D).
+    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
+    // (accumulate: out += it).
     template <class WS, class Src, class Mask, class Drop>
     static void cross_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
-                                const Mask& mask, const Drop& drop) {
+                                const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.multihead_attn;
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
         linear(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), ws.qkv, D, ws.pack);
@@ -261,7 +260,7 @@ template <class Cfg> struct Layer {
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::cross_attn_weights);
             }
-        out_projection(a, ws.ctx, ws.branch, B * Tq, ws.pack);
+        out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
     }
 
     // mem: (B*S, D) -> kv: (B*S, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
@@ -273,36 +272,52 @@ template <class Cfg> struct Layer {
 
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
     // writing it). Shared by forward, forward_train and step.
+    // Without output dropout (eval, or p = 0) each sub-layer's last GEMM adds its result onto the
+    // residual stream y in its epilogue; with it, the branch goes to ws.branch, is dropped out,
+    // then added. Every GEMM that accumulates into y reads a buffer other than y (ctx, hidden), and
+    // the GEMMs that read y (q/kv, linear1) finish before y is written.
     template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop>
     static void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop) {
         const std::size_t M = B * Tq;
+        const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
+        T* const branch = fused ? y : ws.branch;
+        // after a sub-layer: the residual add (unless fused) and, post-norm, the norm, in place on y
+        auto finish = [&](const auto& np, const T* resid, dropout_site site) {
+            if (!fused) {
+                drop_rows(drop, ws.branch, M, Tq, site);
+                kernels::add(y, resid, ws.branch, M * D);
+            }
+            if constexpr (!pre_norm) norm_rows(np, y, y, M);
+        };
         const T* in = x;
         if constexpr (pre_norm) {
             norm_rows(norm_self(p), x, ws.normed, M);
             in = ws.normed;
         }
-        self_attention(p, ws, in, B, Tq, self_src, sm, drop);
-        drop_rows(drop, ws.branch, M, Tq, dropout_site::self_attn_out);
-        residual(norm_self(p), x, ws.branch, y, M);
+        if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
+        self_attention(p, ws, in, B, Tq, self_src, sm, drop, branch, fused);
+        finish(norm_self(p), x, dropout_site::self_attn_out);
         if constexpr (cross) {  // memory is never normalized
             in = y;
             if constexpr (pre_norm) {
                 norm_rows(norm_cross(p), y, ws.normed, M);
                 in = ws.normed;
             }
-            cross_attention(p, ws, in, B, Tq, cross_src, cm, drop);
-            drop_rows(drop, ws.branch, M, Tq, dropout_site::cross_attn_out);
-            residual(norm_cross(p), y, ws.branch, y, M);
+            cross_attention(p, ws, in, B, Tq, cross_src, cm, drop, branch, fused);
+            finish(norm_cross(p), y, dropout_site::cross_attn_out);
         }
         in = y;
         if constexpr (pre_norm) {
             norm_rows(norm_ffn(p), y, ws.normed, M);
             in = ws.normed;
         }
-        feed_forward(p, in, ws.hidden, ws.branch, M, Tq, drop, ws.pack);
-        residual(norm_ffn(p), y, ws.branch, y, M);
+        feed_forward(p, in, ws.hidden, branch, fused, M, Tq, drop, ws.pack);
+        finish(norm_ffn(p), y, dropout_site::ffn_out);
+    }
+    static void copy_rows(const T* x, T* y, std::size_t rows) {
+        for (std::size_t i = 0; i < rows * D; ++i) y[i] = x[i];
     }
 
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
