@@ -9,11 +9,17 @@
 #include "probes.hpp"
 
 namespace {
-void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K) {
-    std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N), bias(N, 0.1f);
+// panels: b is a weight in panel layout (the layer's linear layers); else row-major (attention).
+void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K, bool panels) {
+    std::vector<float> a(M * K, 0.5f), b(ct::kernels::panel_elems<float>(K, N), 0.25f), c(M * N), bias(N, 0.1f);
     static float pack[ct::kernels::gemm_pack_elems<float>(128)];  // as the layer's workspace provides
     for (auto _ : st) {
-        ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data(), ct::kernels::identity_op{}, pack);
+        if (panels)
+            ct::kernels::gemm_panels(M, N, K, a.data(), K, b.data(), c.data(), N, bias.data(), ct::kernels::identity_op{},
+                                     pack);
+        else
+            ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data(), ct::kernels::identity_op{},
+                              pack);
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
@@ -27,9 +33,8 @@ using tile = ct::kernels::gemm_tile<float>;
 void BM_gemm_microkernel(benchmark::State& st) {
     std::vector<float> ap(tile::MR * tile::KC, 0.5f), bp(tile::KC * tile::NR, 0.25f), c(tile::MR * tile::NR);
     for (auto _ : st) {
-        ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, true>(tile::KC, ap.data(), 0, bp.data(), 0, c.data(),
-                                                                         tile::NR, nullptr, true, true,
-                                                                         ct::kernels::identity_op{});
+        ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, true, true>(
+            tile::KC, ap.data(), 0, bp.data(), 0, c.data(), tile::NR, nullptr, false, true, ct::kernels::identity_op{});
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }
@@ -38,7 +43,10 @@ void BM_gemm_microkernel(benchmark::State& st) {
     st.counters["%peak"] = benchmark::Counter(100.0 * flops / probes::peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
 }
 void BM_gemm(benchmark::State& st) {
-    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)));
+    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
+}
+void BM_gemm_rowmajor(benchmark::State& st) {
+    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), false);
 }
 
 void BM_softmax(benchmark::State& st) {
@@ -70,9 +78,13 @@ template <class F> void BM_activation(benchmark::State& st) {
 }  // namespace
 
 BENCHMARK(BM_gemm_microkernel);
-// (M, N, K) of the base layer: QKV, out_proj, FFN up, FFN down; and the tiny layer's QKV.
+// (M, N, K) of the base layer: QKV, out_proj, FFN up, FFN down; the tiny layer's QKV and FFN;
+// decoding steps (M = 1, 3: the GEMV over weight panels). b in panel layout, as the layer's weights.
 BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64})
+    ->Args({16, 256, 64})->Args({16, 64, 256})
     ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048});
+// b row-major (attention's keys and values): the same kernel with b packed per call.
+BENCHMARK(BM_gemm_rowmajor)->Args({128, 512, 512})->Args({16, 192, 64});
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000);
 BENCHMARK(BM_layer_norm)->Arg(64)->Arg(512);
 BENCHMARK(BM_activation<ct::relu>)->Name("BM_activation/relu");

@@ -29,15 +29,15 @@ namespace detail {
 // One register tile: c[0..R, 0..V*W) (+)= a[0..R, k0..k1) · b[k0..k1, 0..V*W).
 // from_c: start from c's values instead of zero (a later K block, or a residual already in c);
 // bias (null for none) is added at the start; last: apply act before storing.
-// Packed: a and b are the packed panels (a k-major with MR rows per k, b k-major with NR columns),
-// so both strides are compile-time constants; otherwise a is row-major at lda and b at ldb.
-template <class T, std::size_t R, std::size_t V, bool Packed, class Act>
+// PackedA: a is a packed block (k-major, MR rows per k), else row-major at lda; PackedB: b is a
+// panel (k-major, NR columns per k), else row-major at ldb. Packed strides are compile-time constants.
+template <class T, std::size_t R, std::size_t V, bool PackedA, bool PackedB, class Act>
 inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b, std::size_t ldb_, T* c,
                        std::size_t ldc, const T* bias, bool from_c, bool last, const Act& act) {
     constexpr std::size_t W = simd::width<T>;
     using vt = simd::vec<T>;
-    const std::size_t a_row = Packed ? 1 : lda_, a_k = Packed ? gemm_tile<T>::MR : 1,
-                      ldb = Packed ? gemm_tile<T>::NR : ldb_;
+    const std::size_t a_row = PackedA ? 1 : lda_, a_k = PackedA ? gemm_tile<T>::MR : 1,
+                      ldb = PackedB ? gemm_tile<T>::NR : ldb_;
     // The accumulators must stay in registers: the r/v loops are unrolled explicitly because
     // GCC's -O2 does not fully unroll them (measured: 30 vs 79 GFLOP/s on AVX2).
     vt acc[R][V];
@@ -69,11 +69,13 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b,
 }
 
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
-template <class T, std::size_t V, bool Packed, class Act, std::size_t... Rs>
+template <class T, std::size_t V, bool PackedA, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                        const Act& act) {
-    ((rows == Rs + 1 ? (micro_tile<T, Rs + 1, V, Packed>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0) : 0),
+    ((rows == Rs + 1
+          ? (micro_tile<T, Rs + 1, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
+          : 0),
      ...);
 }
 
@@ -94,6 +96,9 @@ inline void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, cons
             c[r * ldc + j] = last ? static_cast<T>(act(s)) : s;
         }
 }
+
+// The a block (M x KC) is packed only above this size: smaller blocks are read in place from L1.
+inline constexpr std::size_t a_unpacked_bytes = 16 * 1024;
 
 // Few rows (a decoding step, a GEMV): stream b's rows front to back, four at a time, and
 // accumulate the M <= small_m_rows output rows in c (which stays in L1). Reading b contiguously is
@@ -154,8 +159,11 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     for (std::size_t kb = 0; kb < kblocks; ++kb) {
         const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
-        // a block: tile m0 holds kc columns of MR rows, k-major, zero rows past M
-        for (std::size_t m0 = 0; m0 < M; m0 += MR) {
+        // a block: tile m0 holds kc columns of MR rows, k-major, zero rows past M. A block small
+        // enough to stay in L1 is read where it is (packing it cost 11% of the tiny layer's
+        // instructions).
+        const bool pack_a = M * kc * sizeof(T) > a_unpacked_bytes;
+        for (std::size_t m0 = 0; pack_a && m0 < M; m0 += MR) {
             T* dst = ap + m0 * kc;
             for (std::size_t r = 0; r < MR; ++r) {
                 if (m0 + r < M) {
@@ -187,18 +195,21 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             for (std::size_t m0 = 0; m0 < M; m0 += MR) {
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 T* cm = c + m0 * ldc + n0;
-                if (ncols == NR) {
-                    micro_rows<T, NV, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, panel, 0, cm,
-                                            ldc, bias_n, from_c, last, act);
-                } else {
-                    alignas(64) T edge[MR * NR] = {};
-                    if (from_c)
-                        for (std::size_t r = 0; r < rows; ++r)
-                            for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
-                    micro_tile<T, MR, NV, true>(kc, ap + m0 * kc, 0, panel, 0, edge, NR, bias_n, from_c, last, act);
+                alignas(64) T edge[MR * NR] = {};
+                T* dst = ncols == NR ? cm : edge;  // a partial panel goes through a padded tile
+                const std::size_t ldd = ncols == NR ? ldc : NR;
+                if (ncols != NR && from_c)
+                    for (std::size_t r = 0; r < rows; ++r)
+                        for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
+                if (pack_a)
+                    micro_rows<T, NV, true, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, panel, 0,
+                                                  dst, ldd, bias_n, from_c, last, act);
+                else
+                    micro_rows<T, NV, false, true>(rows, std::make_index_sequence<MR>{}, kc, a + m0 * lda + k0, lda,
+                                                   panel, 0, dst, ldd, bias_n, from_c, last, act);
+                if (ncols != NR)
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < ncols; ++j) cm[r * ldc + j] = edge[r * NR + j];
-                }
             }
         }
     }
@@ -315,12 +326,12 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
                 T* cm = c + m0 * ldc + n0;
                 std::size_t j = 0;
                 if (ncols == NR) {
-                    detail::micro_rows<T, NV, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
+                    detail::micro_rows<T, NV, false, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
                                               bias_n, from_c, last, act);
                     j = NR;
                 }
                 for (; j + W <= ncols && W > 1; j += W)
-                    detail::micro_rows<T, 1, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
+                    detail::micro_rows<T, 1, false, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
                                              ldc, bias_n ? bias_n + j : nullptr, from_c, last, act);
                 if (j < ncols)
                     detail::scalar_cols(rows, ncols - j, kc, am, lda, bk + j, ldb, cm + j, ldc,
