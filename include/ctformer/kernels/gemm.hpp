@@ -195,12 +195,12 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             for (std::size_t m0 = 0; m0 < M; m0 += MR) {
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 T* cm = c + m0 * ldc + n0;
-                alignas(64) T edge[MR * NR] = {};
-                T* dst = ncols == NR ? cm : edge;  // a partial panel goes through a padded tile
+                alignas(64) T edge[MR * NR];  // a partial panel goes through a padded tile
+                T* dst = ncols == NR ? cm : edge;
                 const std::size_t ldd = ncols == NR ? ldc : NR;
                 if (ncols != NR && from_c)
                     for (std::size_t r = 0; r < rows; ++r)
-                        for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = cm[r * ldc + j];
+                        for (std::size_t j = 0; j < NR; ++j) edge[r * NR + j] = j < ncols ? cm[r * ldc + j] : T(0);
                 if (pack_a)
                     micro_rows<T, NV, true, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, panel, 0,
                                                   dst, ldd, bias_n, from_c, last, act);
