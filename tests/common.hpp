@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -51,8 +52,10 @@ template <class A, class B> errors compare(const A* got, const B* want, std::siz
 #define CHECK_CLOSE(what, got, want, n, tol)                                                           \
     do {                                                                                               \
         const ::test::errors e_ = ::test::compare((got), (want), (n));                                 \
-        INFO(what << ": max abs err " << e_.max_abs << ", max rel err " << e_.max_rel << " (tol " << (tol) \
-                  << ")");                                                                             \
+        std::ostringstream what_; /* what: a string or a << chain; doctest prints a char* as a pointer */ \
+        what_ << what;                                                                                 \
+        INFO(what_.str() << ": max abs err " << e_.max_abs << ", max rel err " << e_.max_rel << " (tol " \
+                         << (tol) << ")");                                                             \
         CHECK(e_.max_abs <= (tol));                                                                    \
     } while (0)
 

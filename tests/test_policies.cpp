@@ -74,6 +74,34 @@ TEST_CASE("policies: RMSNorm, score scale, per-module bias, pre-norm, decoder-on
         "decoder-only, RMSNorm, SiLU, odd sizes", g, ct::causal{}, causal);
 }
 
+TEST_CASE("policies: d_model and ffn_dim not multiples of the GEMM panel (padded weight segments)") {
+    // D = 24: Wq | Wk | Wv do not abut in panel layout (NR = 16 floats on AVX2), so the QKV and
+    // memory projections run one GEMM per segment; F = 50 leaves a partial last panel.
+    ref::config c{2, 7, 5, 24, 3, 50};
+    check_against_reference<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<50>>, 2, 7, 5>("D24 F50", c);
+    check_against_reference<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<50>, ct::dtype<double>>, 2, 7, 5>(
+        "D24 F50, double", c);
+    c.pre_norm = true;
+    check_against_reference<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<50>, ct::norm_first<true>>, 2, 7, 5>(
+        "D24 F50, pre-norm", c);
+}
+
+TEST_CASE("params: PackedWeight keeps PyTorch's element order over padded panel segments") {
+    using W = ct::PackedWeight<float, 3 * 24, 24, 24>;  // in_proj_weight of d_model 24
+    static W w;
+    constexpr std::size_t NR = W::NR, seg_panels = (24 + NR - 1) / NR;
+    static_assert(W::size == 3 * 24 * 24 && W::storage_size == 3 * seg_panels * 24 * NR);
+    for (std::size_t i = 0; i < W::size; ++i) w.set(i, static_cast<float>(i));
+    bool order = true, layout = true;
+    for (std::size_t i = 0; i < W::size; ++i) order = order && w.get(i) == static_cast<float>(i);
+    // W[24 + n][k] (Wk's row n) is element (k, n) of segment 1's panels
+    for (std::size_t n = 0; n < 24; ++n)
+        for (std::size_t k = 0; k < 24; ++k)
+            layout = layout && w.panels(1)[ct::kernels::panel_index<float>(24, k, n)] == static_cast<float>((24 + n) * 24 + k);
+    CHECK(order);
+    CHECK(layout);
+}
+
 TEST_CASE("params: names and layouts are PyTorch's, bias-free configurations have no bias") {
     using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
     std::vector<std::string> names;
