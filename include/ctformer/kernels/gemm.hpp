@@ -143,8 +143,9 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
 
-// The packed path (BLIS-style): per K block, pack all of a's rows; per N panel, pack b's panel
-// (or, when b_panels is given, read it where it is: weights in panel layout); then one register
+// The packed path (BLIS-style): per K block, pack all of a's rows (when the block exceeds
+// a_unpacked_bytes); per N panel, pack b's panel (or, when b_panels is given, read it where it
+// is: weights in panel layout); then one register
 // tile per MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and
 // copy back their valid part.
 template <class T, class Act>
