@@ -21,21 +21,26 @@ TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias,
     unsigned seed = 1;
     for (const auto& sz : sizes) {
         const std::size_t M = sz[0], N = sz[1], K = sz[2];
-        for (int variant = 0; variant < 5; ++variant) {  // 3, 4: the packed path (bias, bias + relu)
+        // 3, 4: the packed path (bias, bias + relu); 5, 6: accumulate onto c (in place, packed)
+        for (int variant = 0; variant < 7; ++variant) {
             const std::size_t lda = K + (variant >= 2 ? 3 : 0), ldb = N + (variant >= 2 ? 5 : 0),
                               ldc = N + (variant >= 2 ? 2 : 0);
             std::vector<T> pack(ct::kernels::gemm_pack_elems<T>(M), T(99));
             auto a = random_vec<T>(M * lda + 1, seed++), b = random_vec<T>((K ? K : 1) * ldb, seed++),
                  bias = random_vec<T>(N, seed++);
-            std::vector<T> c(M * ldc, T(-7)), want(M * ldc, T(-7));
-            const T* bp = variant == 1 || variant >= 3 ? bias.data() : nullptr;
+            const bool accumulate = variant >= 5;
+            std::vector<T> c = accumulate ? random_vec<T>(M * ldc, seed++) : std::vector<T>(M * ldc, T(-7)), want = c;
+            const T* bp = variant == 1 || (variant >= 3 && variant <= 5) ? bias.data() : nullptr;
             const bool relu = variant == 1 || variant == 4;
-            T* pk = variant >= 3 ? pack.data() : nullptr;
-            if (relu) ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp, ct::relu{}, pk);
-            else ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp, ct::kernels::identity_op{}, pk);
+            T* pk = variant >= 3 && variant != 5 ? pack.data() : nullptr;
+            if (relu)
+                ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp, ct::relu{}, pk, accumulate);
+            else
+                ct::kernels::gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, bp, ct::kernels::identity_op{}, pk,
+                                  accumulate);
             for (std::size_t i = 0; i < M; ++i)
                 for (std::size_t j = 0; j < N; ++j) {
-                    double s = bp ? bp[j] : 0.0;
+                    double s = (accumulate ? double(want[i * ldc + j]) : 0.0) + (bp ? bp[j] : 0.0);
                     for (std::size_t k = 0; k < K; ++k) s += double(a[i * lda + k]) * double(b[k * ldb + j]);
                     want[i * ldc + j] = static_cast<T>(relu ? std::max(s, 0.0) : s);
                 }

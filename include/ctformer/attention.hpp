@@ -26,11 +26,11 @@ struct head_ref {
 // q: (Tq, Dh) rows at stride ldq, positions qpos0.. ; kt: (Dh, S) at stride ldk; v: (S, Dh) at
 // stride ldv -> out: (Tq, Dh) at stride ldo.
 // out = softmax(q·kt · scale + mask) · v, per row; a row whose keys are all blocked gives zeros.
-// Scratch: scores (attention_row_block x attention_key_tile), pv (attention_row_block x Dh).
+// Scratch: scores (attention_row_block x attention_key_tile).
 // Dropout (training) is applied to the probabilities (dropping before normalizing is the same).
 template <class T, class Mask, class Drop>
 inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, const T* kt,
-                        std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores, T* pv,
+                        std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores,
                         T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
                         dropout_site site) {
     constexpr std::size_t RB = attention_row_block, KT = attention_key_tile;
@@ -63,9 +63,9 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
                 if constexpr (Drop::enabled)
                     drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
             }
-            // out_block += p: (rows, n) · v[j0:j0+n]: (n, Dh)
-            kernels::gemm(rows, Dh, n, scores, n, v + j0 * ldv, ldv, pv, Dh);
-            for (std::size_t r = 0; r < rows; ++r) kernels::add_inplace(out + (i0 + r) * ldo, pv + r * Dh, Dh);
+            // out_block += p: (rows, n) · v[j0:j0+n]: (n, Dh), accumulated in the GEMM's epilogue
+            kernels::gemm(rows, Dh, n, scores, n, v + j0 * ldv, ldv, out + i0 * ldo, ldo, static_cast<const T*>(nullptr),
+                          kernels::identity_op{}, static_cast<T*>(nullptr), true);
         }
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);

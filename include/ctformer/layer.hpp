@@ -49,12 +49,11 @@ template <class Cfg> struct Layer {
         alignas(64) T hidden[M * F];
         alignas(64) T kt[Dh * Smax];                                   // one head's keys, transposed
         alignas(64) T scores[attention_row_block * attention_key_tile];  // one score tile
-        alignas(64) T pv[attention_row_block * Dh];                    // one tile's p · v
         static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
         alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
         static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + Ms * 2 * D + 2 * M * D +
                                                           (pre_norm ? M * D : 1) + M * F + Dh * Smax +
-                                                          attention_row_block * (attention_key_tile + Dh) +
+                                                          attention_row_block * attention_key_tile +
                                                           pack_elems);
     };
 
@@ -238,7 +237,7 @@ template <class Cfg> struct Layer {
                 const T* base = ws.qkv + b * Tq * 3 * D + h * Dh;
                 const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
                 attend_head(kv.rows, kv.keys, Dh, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::self_attn_weights);
             }
         out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
@@ -257,7 +256,7 @@ template <class Cfg> struct Layer {
             for (std::size_t h = 0; h < H; ++h) {
                 const kv_view kv = src(b, h);
                 attend_head(kv.rows, kv.keys, Dh, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, ws.pv, scale, mask, head_ref{b, h, H}, kv.qpos0,
+                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::cross_attn_weights);
             }
         out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
@@ -392,7 +391,6 @@ template <class Cfg> struct Layer {
         alignas(64) T normed[pre_norm ? M * D : 1];
         alignas(64) T hidden[M * F];
         alignas(64) T scores[attention_row_block * attention_key_tile];
-        alignas(64) T pv[attention_row_block * Dh];
         // Staging for fill_cross_cache: projected memory rows, a block at a time.
         static constexpr std::size_t fill_rows = 16;
         alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
@@ -400,7 +398,7 @@ template <class Cfg> struct Layer {
         alignas(64) T pack[pack_elems];
         static constexpr std::size_t bytes =
             sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F +
-                         attention_row_block * (attention_key_tile + Dh) + (cross ? fill_rows * 2 * D : 1) + pack_elems);
+                         attention_row_block * attention_key_tile + (cross ? fill_rows * 2 * D : 1) + pack_elems);
     };
 
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.

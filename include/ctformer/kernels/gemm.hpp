@@ -105,12 +105,12 @@ inline constexpr std::size_t a_unpacked_bytes = 16 * 1024;
 // what bounds a step: its weights come from L2/L3 once per token.
 template <class T, class Act>
 inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act) {
+                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
     constexpr std::size_t W = simd::width<T>, KB = 8;  // rows of b per pass over c
     using vt = simd::vec<T>;
     const std::size_t nv = N - N % W, kb_end = K - K % KB;
     for (std::size_t m = 0; m < M; ++m)
-        for (std::size_t j = 0; j < N; ++j) c[m * ldc + j] = bias ? bias[j] : T(0);
+        for (std::size_t j = 0; j < N; ++j) c[m * ldc + j] = (accumulate ? c[m * ldc + j] : T(0)) + (bias ? bias[j] : T(0));
     for (std::size_t k = 0; k < kb_end; k += KB) {
         const T* bk = b + k * ldb;
         for (std::size_t j = 0; j < nv; j += W) {
@@ -312,23 +312,25 @@ template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows) {
 // c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c).
 // Strides lda/ldb/ldc are in elements; c must not overlap a or b. pack (optional): scratch of
 // gemm_pack_elems<T>(M) elements; with it a and b are packed (the fast path for M > 4).
+// accumulate: c = act(c + a·b + bias), as in gemm_panels.
 template <class T, class Act = identity_op>
 inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                  std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
-                 T* pack = nullptr) {
+                 T* pack = nullptr, bool accumulate = false) {
     using tile = gemm_tile<T>;
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
-    if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act);
-    if (pack != nullptr) return detail::gemm_packed<T>(M, N, K, a, lda, b, ldb, nullptr, c, ldc, bias, act, pack, false);
+    if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act, accumulate);
+    if (pack != nullptr)
+        return detail::gemm_packed<T>(M, N, K, a, lda, b, ldb, nullptr, c, ldc, bias, act, pack, accumulate);
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     for (std::size_t n0 = 0; n0 < N; n0 += NR) {
         const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
         for (std::size_t kb = 0; kb < kblocks; ++kb) {
             const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
-            const bool from_c = kb > 0, last = kb + 1 == kblocks;
+            const bool from_c = kb > 0 || accumulate, last = kb + 1 == kblocks;
             const T* bk = b + k0 * ldb + n0;
-            const T* bias_n = bias && !from_c ? bias + n0 : nullptr;
+            const T* bias_n = bias && kb == 0 ? bias + n0 : nullptr;
             for (std::size_t m0 = 0; m0 < M; m0 += MR) {
                 const std::size_t rows = M - m0 < MR ? M - m0 : MR;
                 const T* am = a + m0 * lda + k0;
