@@ -169,6 +169,75 @@ TEST_CASE_TEMPLATE("kernels: online softmax over key tiles equals the one-pass s
     CHECK(l == T(0));
 }
 
+namespace {
+// Blocks every key j with j % 5 == 3 and adds a per-key bias to the others; keys past qpos + 1 +
+// shift are out of range (shift < 0 can block the whole row).
+struct test_key_mask : ct::mask_base {
+    static constexpr bool has_apply = true;
+    long shift = 0;
+    std::size_t key_end(std::size_t, std::size_t qpos, std::size_t S) const {
+        const long e = long(qpos) + 1 + shift;
+        return e <= 0 ? 0 : std::min<std::size_t>(std::size_t(e), S);
+    }
+    template <class T> void apply(const ct::mask_row&, T* row, std::size_t key0, std::size_t n) const {
+        for (std::size_t j = 0; j < n; ++j)
+            row[j] = (key0 + j) % 5 == 3 ? -std::numeric_limits<T>::infinity() : row[j] + T(0.25) * T((key0 + j) % 3);
+    }
+};
+template <std::size_t Dh, class T> void check_attend_query() {
+    for (std::size_t S : {1u, 7u, 9u, 16u, 33u, 70u})
+        for (std::size_t pad : {0u, 3u})
+            for (std::size_t tile : {7u, 1024u})
+                for (long shift : {0L, -1L, -100L}) {
+                    const std::size_t ldk = S + pad, ldv = Dh + 2, qpos = S - 1;
+                    auto q = random_vec<T>(Dh, 3), kt = random_vec<T>(Dh * ldk, 4), v = random_vec<T>(S * ldv, 5);
+                    const T scale = T(1) / std::sqrt(T(Dh));
+                    test_key_mask mask;
+                    mask.shift = shift;
+                    // reference: scalar softmax in double
+                    const std::size_t kend = mask.key_end(0, qpos, S);
+                    std::vector<double> want(Dh, 0.0);
+                    std::vector<T> sc(S);
+                    for (std::size_t j = 0; j < kend; ++j) {
+                        double s = 0;
+                        for (std::size_t d = 0; d < Dh; ++d) s += double(q[d]) * double(kt[d * ldk + j]);
+                        sc[j] = T(s * double(scale));
+                    }
+                    mask.apply(ct::mask_row{0, 0, 1, qpos}, sc.data(), 0, kend);
+                    double mx = -INFINITY, tot = 0;
+                    for (std::size_t j = 0; j < kend; ++j) mx = std::max(mx, double(sc[j]));
+                    for (std::size_t j = 0; j < kend && mx > -INFINITY; ++j) {
+                        const double e = std::exp(double(sc[j]) - mx);
+                        tot += e;
+                        for (std::size_t d = 0; d < Dh; ++d) want[d] += e * double(v[j * ldv + d]);
+                    }
+                    for (auto& w : want) w = tot > 0 ? w / tot : 0.0;
+                    std::vector<T> got(Dh, T(7)), scores(1024), head(Dh, T(7));
+                    ct::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, got.data(), scores.data(), tile,
+                                         scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights);
+                    CHECK_CLOSE("attend_query Dh " << Dh << " S " << S << " ldk " << ldk << " tile " << tile
+                                                   << " shift " << shift,
+                                got.data(), want.data(), Dh, kernel_tol<T>);
+                    ct::attend_head(1, S, Dh, q.data(), Dh, kt.data(), ldk, v.data(), ldv, head.data(), Dh,
+                                    scores.data(), scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                    ct::dropout_site::self_attn_weights);
+                    CHECK_CLOSE("attend_query vs attend_head, Dh " << Dh << " S " << S, got.data(), head.data(), Dh,
+                                kernel_tol<T>);
+                }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("kernels: one-query attention (decoding step) vs scalar reference", T, float, double) {
+    // Head sizes below, at and past the vector width and the 8-vector register block; keys past
+    // the last whole vector, strides with and without room for a whole vector past the row, key
+    // tiles that force online-softmax corrections, masked and fully blocked rows.
+    check_attend_query<5, T>();
+    check_attend_query<16, T>();
+    check_attend_query<24, T>();
+    check_attend_query<72, T>();
+}
+
 TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in docs/design.md)", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     struct fn {

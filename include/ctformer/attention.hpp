@@ -74,6 +74,138 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
     }
 }
 
+namespace detail {
+// scores: (R·W) = scale · q: (Dh) · kt: (Dh, R·W) at stride ldk. With one or two vectors, even and
+// odd d go to separate accumulators so that at least four FMA chains overlap.
+template <std::size_t Dh, std::size_t R, class T>
+inline void query_score_block(const T* q, const T* kt, std::size_t ldk, T scale, T* scores) {
+    constexpr std::size_t W = simd::width<T>, P = R <= 2 ? 2 : 1;
+    using vt = simd::vec<T>;
+    vt acc[P][R];
+    for (std::size_t ph = 0; ph < P; ++ph)
+        for (std::size_t u = 0; u < R; ++u) acc[ph][u] = vt(T(0));
+    std::size_t d = 0;
+    for (const T* col = kt; d + P <= Dh; d += P, col += P * ldk)
+#pragma GCC unroll 2
+        for (std::size_t ph = 0; ph < P; ++ph) {
+            const vt qd(q[d + ph] * scale);
+#pragma GCC unroll 4
+            for (std::size_t u = 0; u < R; ++u) acc[ph][u] = simd::fma<T>(qd, simd::load(col + ph * ldk + u * W), acc[ph][u]);
+        }
+    if constexpr (P > 1 && Dh % P != 0)
+        for (std::size_t u = 0; u < R; ++u)
+            acc[0][u] = simd::fma<T>(vt(q[Dh - 1] * scale), simd::load(kt + (Dh - 1) * ldk + u * W), acc[0][u]);
+    for (std::size_t u = 0; u < R; ++u) {
+        if constexpr (P > 1) acc[0][u] += acc[1][u];
+        simd::store(scores + u * W, acc[0][u]);
+    }
+}
+
+// scores: (n) = scale · q: (Dh) · kt: (Dh, n) at stride ldk, vectorized along the keys. Whole
+// vectors are read past n while they stay inside the row (avail: columns left in it); those extra
+// scores are never used.
+template <std::size_t Dh, class T>
+inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* kt, std::size_t ldk, T scale,
+                         T* scores) {
+    constexpr std::size_t W = simd::width<T>;
+    const std::size_t up = (n + W - 1) / W * W, vend = up <= avail ? up : n - n % W;
+    std::size_t j = 0;
+    for (; j + 4 * W <= vend; j += 4 * W) query_score_block<Dh, 4>(q, kt + j, ldk, scale, scores + j);
+    switch ((vend - j) / W) {
+        case 3: query_score_block<Dh, 3>(q, kt + j, ldk, scale, scores + j); break;
+        case 2: query_score_block<Dh, 2>(q, kt + j, ldk, scale, scores + j); break;
+        case 1: query_score_block<Dh, 1>(q, kt + j, ldk, scale, scores + j); break;
+        default: break;
+    }
+    for (j = vend; j < n; ++j) {
+        T s = T(0);
+        for (std::size_t d = 0; d < Dh; ++d) s += q[d] * scale * kt[d * ldk + j];
+        scores[j] = s;
+    }
+}
+
+// out: (Dh) = out · correction + p: (n) · v: (n, Dh) at stride ldv. Dh is split into blocks of up
+// to 8 vectors kept in registers; with few vectors per block, even and odd keys go to separate
+// accumulators so the FMA chains overlap.
+template <std::size_t Dh, class T>
+inline void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv, T correction, T* out) {
+    constexpr std::size_t W = simd::width<T>, NV = Dh / W, BV = NV < 8 ? NV : 8, P = BV <= 4 ? 2 : 1;
+    using vt = simd::vec<T>;
+    if constexpr (BV > 0) {
+        for (std::size_t d0 = 0; d0 + BV * W <= NV * W; d0 += BV * W) {
+            vt acc[P][BV];
+            for (std::size_t u = 0; u < BV; ++u) {
+                acc[0][u] = simd::load(out + d0 + u * W) * vt(correction);
+                if constexpr (P > 1) acc[1][u] = vt(T(0));
+            }
+            std::size_t j = 0;
+            for (; j + P <= n; j += P)
+#pragma GCC unroll 2
+                for (std::size_t ph = 0; ph < P; ++ph) {
+                    const vt pj(p[j + ph]);
+                    const T* vj = v + (j + ph) * ldv + d0;
+#pragma GCC unroll 8
+                    for (std::size_t u = 0; u < BV; ++u) acc[ph][u] = simd::fma<T>(pj, simd::load(vj + u * W), acc[ph][u]);
+                }
+            for (; j < n; ++j)
+                for (std::size_t u = 0; u < BV; ++u)
+                    acc[0][u] = simd::fma<T>(vt(p[j]), simd::load(v + j * ldv + d0 + u * W), acc[0][u]);
+            for (std::size_t u = 0; u < BV; ++u) {
+                if constexpr (P > 1) acc[0][u] += acc[1][u];
+                simd::store(out + d0 + u * W, acc[0][u]);
+            }
+        }
+        // the vectors left when NV is not a multiple of 8
+        for (std::size_t d = NV / BV * BV * W; d < NV * W; d += W) {
+            vt acc = simd::load(out + d) * vt(correction);
+            for (std::size_t j = 0; j < n; ++j) acc = simd::fma<T>(vt(p[j]), simd::load(v + j * ldv + d), acc);
+            simd::store(out + d, acc);
+        }
+    }
+    for (std::size_t d = NV * W; d < Dh; ++d) {  // columns past the last whole vector
+        T acc = out[d] * correction;
+        for (std::size_t j = 0; j < n; ++j) acc += p[j] * v[j * ldv + d];
+        out[d] = acc;
+    }
+}
+}  // namespace detail
+
+// One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
+// at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
+// bookkeeping: the row's scores fill the whole scratch (tile keys per pass, online softmax across
+// passes), so a step costs one GEMV along the keys, one softmax and one GEMV along the values.
+template <std::size_t Dh, class T, class Mask, class Drop>
+inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
+                         T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
+                         const Drop& drop, dropout_site site) {
+    const std::size_t kend = mask.key_end(hr.b, qpos, S);
+    T m = -std::numeric_limits<T>::infinity(), l = T(0);
+    for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
+    for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
+        const std::size_t n = kend - j0 < tile ? kend - j0 : tile;
+        detail::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
+        if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
+        const T correction = kernels::online_softmax_tile(scores, n, m, l);
+        if constexpr (Drop::enabled)
+            drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
+        detail::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
+    }
+    const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
+    for (std::size_t d = 0; d < Dh; ++d) out[d] *= inv;
+}
+
+// attend_head, or attend_query when there is one query row.
+template <std::size_t Dh, class T, class Mask, class Drop>
+inline void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, const T* kt, std::size_t ldk, const T* v,
+                   std::size_t ldv, T* out, std::size_t ldo, T* scores, T scale, const Mask& mask, head_ref hr,
+                   std::size_t qpos0, const Drop& drop, dropout_site site) {
+    if (Tq == 1)
+        attend_query<Dh>(S, q, kt, ldk, v, ldv, out, scores, attention_row_block * attention_key_tile, scale, mask, hr,
+                         qpos0, drop, site);
+    else
+        attend_head(Tq, S, Dh, q, ldq, kt, ldk, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site);
+}
+
 // k: (S, Dh) rows at stride ldk -> kt: (Dh, S) at stride ldt.
 template <class T>
 inline void transpose_keys(std::size_t S, std::size_t Dh, const T* k, std::size_t ldk, T* kt, std::size_t ldt) {

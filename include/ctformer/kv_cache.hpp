@@ -19,8 +19,9 @@ template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Cap
     using value_type = T;
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = Capacity;
 
-    alignas(64) T kt[B * H * Dh * Capacity];  // per (b, h): keys transposed, (Dh, Capacity)
-    alignas(64) T v[B * H * Capacity * Dh];   // per (b, h): values, (Capacity, Dh)
+    // Zero-initialized: a step reads whole vectors of keys past a row's length (and ignores them).
+    alignas(64) T kt[B * H * Dh * Capacity]{};  // per (b, h): keys transposed, (Dh, Capacity)
+    alignas(64) T v[B * H * Capacity * Dh]{};   // per (b, h): values, (Capacity, Dh)
     std::array<std::size_t, B> len{};         // cached positions per batch row
 
     static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * Capacity + sizeof(std::array<std::size_t, B>);

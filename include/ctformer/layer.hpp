@@ -236,7 +236,7 @@ template <class Cfg> struct Layer {
             for (std::size_t h = 0; h < H; ++h) {
                 const T* base = ws.qkv + b * Tq * 3 * D + h * Dh;
                 const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
-                attend_head(kv.rows, kv.keys, Dh, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::self_attn_weights);
             }
@@ -255,7 +255,7 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
                 const kv_view kv = src(b, h);
-                attend_head(kv.rows, kv.keys, Dh, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                attend<Dh>(kv.rows, kv.keys, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
                             ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
                             drop, dropout_site::cross_attn_weights);
             }
