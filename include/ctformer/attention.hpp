@@ -33,7 +33,8 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
                         std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores,
                         T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
                         dropout_site site) {
-    constexpr std::size_t RB = attention_row_block, KT = attention_key_tile;
+    constexpr std::size_t RB = attention_row_block, KT = attention_key_tile, W = simd::width<T>;
+    static_assert(KT % W == 0, "ctformer: the key tile must be a whole number of vectors");
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
         const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
@@ -48,23 +49,26 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
         }
         for (std::size_t j0 = 0; j0 < kend_block; j0 += KT) {
             const std::size_t n = kend_block - j0 < KT ? kend_block - j0 : KT;
-            // scores: (rows, n) = q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n)
-            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, n);
+            // score rows are padded to whole vectors with blocked scores: the softmax then has no
+            // scalar tail (a scalar exp costs as much as a vector one)
+            const std::size_t ld = (n + W - 1) / W * W;
+            // scores: (rows, n) at stride ld = q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n)
+            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, ld);
             for (std::size_t r = 0; r < rows; ++r) {
                 const std::size_t qpos = qpos0 + i0 + r;
-                T* row = scores + r * n;
+                T* row = scores + r * ld;
                 const std::size_t valid = kend[r] > j0 ? (kend[r] - j0 < n ? kend[r] - j0 : n) : 0;
                 kernels::map_inplace(row, valid, [scale](const auto& x) { return x * scale; });
                 if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, row, j0, valid);
-                for (std::size_t j = valid; j < n; ++j) row[j] = neg_inf;
-                const T correction = kernels::online_softmax_tile(row, n, m[r], l[r]);
+                for (std::size_t j = valid; j < ld; ++j) row[j] = neg_inf;
+                const T correction = kernels::online_softmax_tile(row, ld, m[r], l[r]);
                 if (correction != T(1))
                     kernels::map_inplace(out + (i0 + r) * ldo, Dh, [correction](const auto& x) { return x * correction; });
                 if constexpr (Drop::enabled)
                     drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
             }
             // out_block += p: (rows, n) · v[j0:j0+n]: (n, Dh), accumulated in the GEMM's epilogue
-            kernels::gemm(rows, Dh, n, scores, n, v + j0 * ldv, ldv, out + i0 * ldo, ldo, static_cast<const T*>(nullptr),
+            kernels::gemm(rows, Dh, n, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo, static_cast<const T*>(nullptr),
                           kernels::identity_op{}, static_cast<T*>(nullptr), true);
         }
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
@@ -178,6 +182,7 @@ template <std::size_t Dh, class T, class Mask, class Drop>
 inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
                          const Drop& drop, dropout_site site) {
+    constexpr std::size_t W = simd::width<T>;
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
@@ -185,7 +190,10 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         const std::size_t n = kend - j0 < tile ? kend - j0 : tile;
         detail::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
         if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
-        const T correction = kernels::online_softmax_tile(scores, n, m, l);
+        // pad to a whole vector of blocked scores when the scratch has room: no scalar exp tail
+        const std::size_t up = (n + W - 1) / W * W, ns = up <= tile ? up : n;
+        for (std::size_t j = n; j < ns; ++j) scores[j] = -std::numeric_limits<T>::infinity();
+        const T correction = kernels::online_softmax_tile(scores, ns, m, l);
         if constexpr (Drop::enabled)
             drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
         detail::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
