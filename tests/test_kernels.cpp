@@ -138,6 +138,27 @@ TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T,
     for (T v : blocked) CHECK(v == T(0));
 }
 
+TEST_CASE_TEMPLATE("kernels: vector max with the maximum in every lane; blocking a row's tail", T, float, double) {
+    constexpr std::size_t W = ct::simd::width<T>;
+    for (std::size_t lane = 0; lane < W; ++lane) {
+        std::array<T, W> v{};
+        for (std::size_t i = 0; i < W; ++i) v[i] = T(-1) - T(i);
+        v[lane] = T(5);
+        CHECK(ct::simd::hmax<T>(ct::simd::load(v.data())) == T(5));
+    }
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    for (std::size_t n : {std::size_t(W), 2 * W, 4 * W + 3})
+        for (std::size_t valid = 0; valid <= n; ++valid) {
+            auto row = random_vec<T>(n, unsigned(valid));
+            const auto orig = row;
+            ct::kernels::block_tail(row.data(), valid, n);
+            std::size_t wrong = 0;
+            for (std::size_t j = 0; j < n; ++j) wrong += j < valid ? row[j] != orig[j] : row[j] != neg_inf;
+            INFO("n " << n << " valid " << valid);
+            CHECK(wrong == 0);
+        }
+}
+
 TEST_CASE_TEMPLATE("kernels: online softmax over key tiles equals the one-pass softmax", T, float, double) {
     // A row of 150 scores (some blocked) split into tiles of 1, 7, 64 and 150: the streamed
     // probabilities p_j = exp(s_j - m_final) / l_final, reconstructed with the returned

@@ -35,7 +35,6 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
                         dropout_site site) {
     constexpr std::size_t RB = attention_row_block, KT = attention_key_tile, W = simd::width<T>;
     static_assert(KT % W == 0, "ctformer: the key tile must be a whole number of vectors");
-    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
         const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
         std::size_t kend[RB], kend_block = 0;  // keys each row / the block needs
@@ -43,7 +42,7 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
         for (std::size_t r = 0; r < rows; ++r) {
             kend[r] = mask.key_end(hr.b, qpos0 + i0 + r, S);
             kend_block = kend[r] > kend_block ? kend[r] : kend_block;
-            m[r] = neg_inf;
+            m[r] = -std::numeric_limits<T>::infinity();
             l[r] = T(0);
             for (std::size_t d = 0; d < Dh; ++d) out[(i0 + r) * ldo + d] = T(0);
         }
@@ -52,17 +51,17 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
             // score rows are padded to whole vectors with blocked scores: the softmax then has no
             // scalar tail (a scalar exp costs as much as a vector one)
             const std::size_t ld = (n + W - 1) / W * W;
-            // scores: (rows, n) at stride ld = q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n)
-            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, ld);
+            // scores: (rows, n) at stride ld = scale · q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n)
+            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, ld, static_cast<const T*>(nullptr),
+                          kernels::scale_op<T>{scale});
             for (std::size_t r = 0; r < rows; ++r) {
                 const std::size_t qpos = qpos0 + i0 + r;
                 T* row = scores + r * ld;
                 const std::size_t valid = kend[r] > j0 ? (kend[r] - j0 < n ? kend[r] - j0 : n) : 0;
-                kernels::map_inplace(row, valid, [scale](const auto& x) { return x * scale; });
                 if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, row, j0, valid);
-                for (std::size_t j = valid; j < ld; ++j) row[j] = neg_inf;
+                kernels::block_tail(row, valid, ld);
                 const T correction = kernels::online_softmax_tile(row, ld, m[r], l[r]);
-                if (correction != T(1))
+                if (correction != T(1) && j0 > 0)  // before the first tile out is still zero
                     kernels::map_inplace(out + (i0 + r) * ldo, Dh, [correction](const auto& x) { return x * correction; });
                 if constexpr (Drop::enabled)
                     drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
@@ -192,7 +191,7 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
         // pad to a whole vector of blocked scores when the scratch has room: no scalar exp tail
         const std::size_t up = (n + W - 1) / W * W, ns = up <= tile ? up : n;
-        for (std::size_t j = n; j < ns; ++j) scores[j] = -std::numeric_limits<T>::infinity();
+        kernels::block_tail(scores, n, ns);
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
         if constexpr (Drop::enabled)
             drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);

@@ -5,7 +5,9 @@
 // or let the compiler flags decide (-march=native / x86-64-v4 -> AVX-512, x86-64-v3 -> AVX2+FMA).
 // Every kernel uses the helpers below, so a scalar build is the same code with width 1.
 #pragma once
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstddef>
 #include <type_traits>
 
@@ -75,15 +77,54 @@ template <class T> inline T hsum(const vec<T>& v) {
     return xsimd::hadd(v);
 #endif
 }
+#if !defined(CTFORMER_SCALAR)
+namespace detail {
+// x86 archs whose xsimd 8.1 backend has swizzle for float and double.
+inline constexpr bool has_swizzle = std::is_base_of_v<xsimd::sse2, arch> || std::is_base_of_v<xsimd::avx, arch> ||
+                                    std::is_base_of_v<xsimd::avx512f, arch>;
+template <std::size_t Step> struct rotate_lanes {  // lane i reads lane i + Step (mod width)
+    static constexpr unsigned get(std::size_t i, std::size_t n) { return unsigned((i + Step) % n); }
+};
+template <class T, std::size_t Step> inline vec<T> rotate(const vec<T>& v) {
+    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    return xsimd::swizzle(v, xsimd::make_batch_constant<xsimd::batch<index_t, arch>, rotate_lanes<Step>>());
+}
+template <class T> inline constexpr std::array<T, width<T>> lane_index = [] {  // 0, 1, 2, ...
+    std::array<T, width<T>> a{};
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(i);
+    return a;
+}();
+}  // namespace detail
+#endif
 template <class T> inline T hmax(const vec<T>& v) {
 #if defined(CTFORMER_SCALAR)
     return v;
 #else
     alignas(64) T tmp[width<T>];
-    v.store_aligned(tmp);
-    T m = tmp[0];
-    for (std::size_t i = 1; i < width<T>; ++i) m = tmp[i] > m ? tmp[i] : m;
-    return m;
+    if constexpr (detail::has_swizzle) {  // log2(width) rotate-and-max steps, then lane 0
+        vec<T> m = v;
+        if constexpr (width<T> >= 16) m = xsimd::select(m > detail::rotate<T, 8>(m), m, detail::rotate<T, 8>(m));
+        if constexpr (width<T> >= 8) m = xsimd::select(m > detail::rotate<T, 4>(m), m, detail::rotate<T, 4>(m));
+        if constexpr (width<T> >= 4) m = xsimd::select(m > detail::rotate<T, 2>(m), m, detail::rotate<T, 2>(m));
+        if constexpr (width<T> >= 2) m = xsimd::select(m > detail::rotate<T, 1>(m), m, detail::rotate<T, 1>(m));
+        m.store_aligned(tmp);
+        return tmp[0];
+    } else {
+        v.store_aligned(tmp);
+        T m = tmp[0];
+        for (std::size_t i = 1; i < width<T>; ++i) m = tmp[i] > m ? tmp[i] : m;
+        return m;
+    }
+#endif
+}
+
+// Lanes [0, count) of x, and fill in the others (count may exceed the width).
+template <class T> inline vec<T> keep_lanes(const vec<T>& x, std::size_t count, T fill) {
+#if defined(CTFORMER_SCALAR)
+    return count > 0 ? x : fill;
+#else
+    const vec<T> idx = vec<T>::load_unaligned(detail::lane_index<T>.data());
+    return xsimd::select(idx < vec<T>(T(count)), x, vec<T>(fill));
 #endif
 }
 

@@ -26,6 +26,21 @@ template <class T> inline T exp_shift_sum(T* row, std::size_t n, T shift) {
     return s;
 }
 
+// row[valid, n) = -inf (blocked): one blend, then whole vectors (scalar stores followed by the
+// softmax's vector loads would stall store forwarding); scalar only past the last whole vector.
+template <class T> inline void block_tail(T* row, std::size_t valid, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    std::size_t j = valid / W * W;
+    if (j < valid && j + W <= n) {
+        simd::store(row + j, simd::keep_lanes<T>(simd::load(row + j), valid - j, neg_inf));
+        j += W;
+    }
+    if (j < valid) j = valid;  // the partial vector is the row's end: scalar
+    for (; j + W <= n; j += W) simd::store(row + j, simd::vec<T>(neg_inf));
+    for (; j < n; ++j) row[j] = neg_inf;
+}
+
 // row: (n) scores, -inf where blocked -> row: (n) probabilities.
 // A row with every score blocked (or n == 0) becomes all zeros and returns false: ctformer's
 // documented convention is a zero attention output for such a query, never NaN.
