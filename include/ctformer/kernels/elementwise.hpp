@@ -10,11 +10,6 @@ namespace ctformer::kernels {
 struct identity_op {
     template <class V> V operator()(const V& x) const { return x; }
 };
-// x -> x · s (attention's score scale, applied in the scores GEMM's epilogue)
-template <class T> struct scale_op {
-    T s;
-    template <class V> V operator()(const V& x) const { return x * V(s); }
-};
 
 // Applies a functor to a vector; a user functor that only accepts scalars is applied lane by lane.
 template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
