@@ -50,7 +50,7 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
             const std::size_t n = kend_block - j0 < KT ? kend_block - j0 : KT;
             // score rows are padded to whole vectors with blocked scores: the softmax then has no
             // scalar tail (a scalar exp costs as much as a vector one)
-            const std::size_t ld = (n + W - 1) / W * W;
+            const std::size_t ld = simd::whole_vectors<T>(n);
             // scores: (rows, n) at stride ld = q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n), then · scale
             // (a separate pass: a second GEMM instantiation with the scale in its epilogue got inlined
             // here and ran 25% slower at head_dim 64)
@@ -113,7 +113,7 @@ template <std::size_t Dh, class T>
 inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* kt, std::size_t ldk, T scale,
                          T* scores) {
     constexpr std::size_t W = simd::width<T>;
-    const std::size_t up = (n + W - 1) / W * W, vend = up <= avail ? up : n - n % W;
+    const std::size_t up = simd::whole_vectors<T>(n), vend = up <= avail ? up : n - n % W;
     std::size_t j = 0;
     for (; j + 4 * W <= vend; j += 4 * W) query_score_block<Dh, 4>(q, kt + j, ldk, scale, scores + j);
     switch ((vend - j) / W) {
@@ -183,7 +183,6 @@ template <std::size_t Dh, class T, class Mask, class Drop>
 inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
                          const Drop& drop, dropout_site site) {
-    constexpr std::size_t W = simd::width<T>;
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
@@ -192,7 +191,7 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         detail::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
         if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
         // pad to a whole vector of blocked scores when the scratch has room: no scalar exp tail
-        const std::size_t up = (n + W - 1) / W * W, ns = up <= tile ? up : n;
+        const std::size_t up = simd::whole_vectors<T>(n), ns = up <= tile ? up : n;
         kernels::block_tail(scores, n, ns);
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
         if constexpr (Drop::enabled)
@@ -200,7 +199,7 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         detail::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
     }
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
-    for (std::size_t d = 0; d < Dh; ++d) out[d] *= inv;
+    kernels::map_inplace(out, Dh, [inv](const auto& x) { return x * inv; });
 }
 
 // attend_head, or attend_query when there is one query row.

@@ -48,6 +48,9 @@ template <class T> inline constexpr std::size_t width = vec<T>::size;
 
 inline constexpr const char* arch_name() { return arch::name(); }
 
+// n rounded up to whole vectors of T.
+template <class T> constexpr std::size_t whole_vectors(std::size_t n) { return (n + width<T> - 1) / width<T> * width<T>; }
+
 template <class T> inline vec<T> load(const T* p) {
 #if defined(CTFORMER_SCALAR)
     return *p;
