@@ -96,6 +96,33 @@ template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
     st.counters["probeGB/s"] = probe / 1e9;
 }
 
+// The floor of a step on this machine: its six weight GEMVs alone (same kernel, same weights, same
+// order), no attention, norms or cache writes.
+template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
+    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
+    namespace k = ct::kernels;
+    static typename L::Params p;
+    alignas(64) static float x[s.D], qkv[3 * s.D], o[s.D], h[s.F];
+    fill(p);
+    for (std::size_t i = 0; i < s.D; ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
+    const k::identity_op id{};
+    float* const none = nullptr;
+    for (auto _ : st) {
+        const auto &sa = p.self_attn, &ca = p.multihead_attn;
+        k::gemm_panels(1, 3 * s.D, s.D, x, s.D, sa.in_proj_weight.panels(0), qkv, 3 * s.D, sa.in_bias_data(), id, none);
+        k::gemm_panels(1, s.D, s.D, qkv, s.D, sa.out_proj.weight.panels(0), o, s.D, sa.out_proj.bias_data(), id, none, true);
+        k::gemm_panels(1, s.D, s.D, o, s.D, ca.in_proj_weight.panels(0), qkv, s.D, ca.in_bias_data(), id, none);
+        k::gemm_panels(1, s.D, s.D, qkv, s.D, ca.out_proj.weight.panels(0), o, s.D, ca.out_proj.bias_data(), id, none, true);
+        k::gemm_panels(1, s.F, s.D, o, s.D, p.linear1.weight.panels(0), h, s.F, p.linear1.bias_data(), ct::relu{}, none);
+        k::gemm_panels(1, s.D, s.F, h, s.F, p.linear2.weight.panels(0), o, s.D, p.linear2.bias_data(), id, none, true);
+        for (std::size_t i = 0; i < s.D; ++i) o[i] *= 0.5f;  // keep the residual bounded
+        benchmark::DoNotOptimize(o[0]);
+        benchmark::ClobberMemory();
+    }
+    const double weight_bytes = 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F);
+    st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_peak_fma_probe(benchmark::State& st) {
     for (auto _ : st) benchmark::DoNotOptimize(probes::peak_flops());
     st.counters["GFLOP/s"] = probes::peak_flops() / 1e9;
@@ -110,6 +137,26 @@ template <const shape& s> void BM_eigen(benchmark::State& st) {
     for (auto _ : st)
         for (std::size_t b = 0; b < s.B; ++b) benchmark::DoNotOptimize(layer.forward(tgt[b], mem[b]).data());
     flop_counters(st, layer_flops(s));
+}
+
+// One token through Eigen's caches (eigen_decoder.hpp: Layer::step), cache length s.T after the
+// step, memory s.S. Checked once against the Eigen forward's last row.
+template <const shape& s> void BM_eigen_step(benchmark::State& st) {
+    Eigen::setNbThreads(1);
+    eigen_peer::Layer layer(int(s.D), int(s.H), int(s.F));
+    const eigen_peer::Mat tgt = eigen_peer::Mat::Random(int(s.T), int(s.D)), mem = eigen_peer::Mat::Random(int(s.S), int(s.D));
+    auto cache = layer.make_cache(int(s.T), mem);
+    eigen_peer::Vec y(int(s.D));
+    for (int t = 0; t < int(s.T); ++t) layer.step(tgt.row(t), cache, y);
+    const float err = (layer.forward(tgt, mem).row(int(s.T) - 1) - y).cwiseAbs().maxCoeff();
+    if (!(err < 1e-3f)) st.SkipWithError("Eigen step differs from the Eigen forward");
+    const eigen_peer::Vec x = tgt.row(int(s.T) - 1);
+    for (auto _ : st) {
+        cache.len = int(s.T) - 1;
+        layer.step(x, cache, y);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
 }
 #endif
 
@@ -143,11 +190,15 @@ CT_BENCH(BM_ctformer<batched>, "layer/batched/ctformer");
 CT_BENCH(BM_ctformer<gpt>, "layer/gpt/ctformer");
 CT_BENCH(BM_ctformer_step<tiny>, "step/tiny/ctformer");
 CT_BENCH(BM_ctformer_step<base>, "step/base/ctformer");
+CT_BENCH(BM_step_gemvs<tiny>, "step/tiny/gemvs_only");
+CT_BENCH(BM_step_gemvs<base>, "step/base/gemvs_only");
 #ifdef CTFORMER_HAVE_EIGEN
 CT_BENCH(BM_eigen<tiny>, "layer/tiny/eigen");
 CT_BENCH(BM_eigen<small>, "layer/small/eigen");
 CT_BENCH(BM_eigen<base>, "layer/base/eigen");
 CT_BENCH(BM_eigen<batched>, "layer/batched/eigen");
+CT_BENCH(BM_eigen_step<tiny>, "step/tiny/eigen");
+CT_BENCH(BM_eigen_step<base>, "step/base/eigen");
 #endif
 #ifdef CTFORMER_HAVE_TORCH
 CT_BENCH(BM_libtorch<tiny>, "layer/tiny/libtorch");

@@ -68,6 +68,54 @@ struct Layer {
         }
         return (ctx * a.out_w.transpose()).rowwise() + a.out_b;
     }
+    // Incremental decoding the way one writes it with Eigen: per-layer K/V caches as (capacity, D)
+    // matrices allocated once, the cross-attention K/V projected once from memory, one token per
+    // step through GEMVs. Dropout-free eval, post-norm, ReLU, as forward().
+    struct Cache {
+        Mat k, v;      // self-attention keys/values, (capacity, D)
+        Mat ck, cv;    // cross-attention keys/values of the memory, (S, D)
+        int len = 0;
+    };
+    Cache make_cache(int capacity, const Mat& mem) const {
+        const auto& a = cross_attn;
+        Cache c{Mat::Zero(capacity, D), Mat::Zero(capacity, D),
+                (mem * a.in_w.middleRows(D, D).transpose()).rowwise() + a.in_b.segment(D, D),
+                (mem * a.in_w.bottomRows(D).transpose()).rowwise() + a.in_b.tail(D), 0};
+        return c;
+    }
+    // q: (D) over keys k: (n, D), values v: (n, D) -> ctx: (D), per head
+    void attend_one(const Vec& q, const Mat& k, const Mat& v, int n, Vec& ctx) const {
+        const int Dh = D / H;
+        const float scale = 1.0f / std::sqrt(float(Dh));
+        for (int h = 0; h < H; ++h) {
+            Eigen::RowVectorXf s = (k.block(0, h * Dh, n, Dh) * q.segment(h * Dh, Dh).transpose()).transpose() * scale;
+            s = (s.array() - s.maxCoeff()).exp();
+            s /= s.sum();
+            ctx.segment(h * Dh, Dh) = s * v.block(0, h * Dh, n, Dh);
+        }
+    }
+    // x: (D), one token of one batch row -> y: (D); appends its keys/values to the cache.
+    void step(const Vec& x_in, Cache& c, Vec& y) const {
+        const auto& a = self_attn;
+        Mat x = x_in;  // (1, D)
+        const Vec qkv = (a.in_w * x_in.transpose()).transpose() + a.in_b;
+        c.k.row(c.len) = qkv.segment(D, D);
+        c.v.row(c.len) = qkv.tail(D);
+        ++c.len;
+        Vec ctx(D);
+        attend_one(qkv.head(D), c.k, c.v, c.len, ctx);
+        x += (a.out_w * ctx.transpose()).transpose() + a.out_b;
+        layer_norm(x, g1, be1);
+        const auto& b = cross_attn;
+        const Vec q = (b.in_w.topRows(D) * x.transpose()).transpose() + b.in_b.head(D);
+        attend_one(q, c.ck, c.cv, int(c.ck.rows()), ctx);
+        x += (b.out_w * ctx.transpose()).transpose() + b.out_b;
+        layer_norm(x, g2, be2);
+        const Vec h = ((w1 * x.transpose()).transpose() + b1).cwiseMax(0.0f);
+        x += (w2 * h.transpose()).transpose() + b2;
+        layer_norm(x, g3, be3);
+        y = x;
+    }
     // tgt: (T, D), mem: (S, D), one batch row.
     Mat forward(const Mat& tgt, const Mat& mem) const {
         Mat x = tgt + attention(self_attn, tgt, tgt, true);

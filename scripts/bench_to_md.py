@@ -72,20 +72,28 @@ for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D1
 p("")
 p("![layer latency](performance.png)\n")
 p("## Incremental decoding (one token through the KV caches, cache length = T, memory = S)\n")
-p("| shape | step latency | weight bytes / step time | read-bandwidth probe (same size) | % of probe | "
+p("| shape | step latency | its weight GEMVs alone | Eigen step (KV caches) | vs Eigen | "
+  "weight bytes / step time | read-bandwidth probe (same size) | % of probe | "
   "libtorch recomputing the prefix | speed-up |")
-p("|---|---|---|---|---|---|---|")
+p("|---|---|---|---|---|---|---|---|---|---|")
 for shape in ("tiny", "base"):
     s = layer.get("step/%s/ctformer" % shape)
     if not s:
         continue
     t = layer.get("layer/%s/libtorch" % shape)
+    e = layer.get("step/%s/eigen" % shape)
+    g = layer.get("step/%s/gemvs_only" % shape)
     gbs = s["weight_bytes"] / (us(s) * 1e-6) / 1e9 if "weight_bytes" in s else s.get("weightGB/s", 0)
     probe = s.get("probeGB/s", 0)
-    p("| %s | %.1f µs | %.1f GB/s | %.1f GB/s | %.0f%% | %s | %s |" % (
-        shape, us(s), gbs, probe, 100.0 * gbs / probe if probe else 0,
+    p("| %s | %.1f µs | %s | %s | %s | %.1f GB/s | %.1f GB/s | %.0f%% | %s | %s |" % (
+        shape, us(s), ("%.1f µs" % us(g)) if g else "—", ("%.1f µs" % us(e)) if e else "—",
+        ("%.2f×" % (us(e) / us(s))) if e else "—", gbs, probe, 100.0 * gbs / probe if probe else 0,
         ("%.0f µs" % us(t)) if t else "—", ("%.0f×" % (us(t) / us(s))) if t else "—"))
 p("")
+p("*Its weight GEMVs alone*: `step/<shape>/gemvs_only`, the step's six weight GEMVs (same kernel, "
+  "same weights, same order) without attention, norms or cache writes: the floor of a step on this "
+  "machine, measured in this run. *Eigen step*: `eigen_decoder.hpp`'s `Layer::step`, the cached "
+  "decoding step one writes with Eigen (checked against the Eigen forward before timing).\n")
 # ---- the performance issue's targets, checked against this run ----
 def t(name):
     return layer.get(name)

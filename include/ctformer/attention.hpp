@@ -80,8 +80,9 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
 }
 
 namespace detail {
-// scores: (R·W) = scale · q: (Dh) · kt: (Dh, R·W) at stride ldk. With one or two vectors, even and
-// odd d go to separate accumulators so that at least four FMA chains overlap.
+// scores: (R·W) = (q: (Dh) · kt: (Dh, R·W) at stride ldk) · scale, the scale applied once per
+// vector of scores (as attend_head does). With one or two vectors, even and odd d go to separate
+// accumulators so that at least four FMA chains overlap.
 template <std::size_t Dh, std::size_t R, class T>
 inline void query_score_block(const T* q, const T* kt, std::size_t ldk, T scale, T* scores) {
     constexpr std::size_t W = simd::width<T>, P = R <= 2 ? 2 : 1;
@@ -93,20 +94,21 @@ inline void query_score_block(const T* q, const T* kt, std::size_t ldk, T scale,
     for (const T* col = kt; d + P <= Dh; d += P, col += P * ldk)
 #pragma GCC unroll 2
         for (std::size_t ph = 0; ph < P; ++ph) {
-            const vt qd(q[d + ph] * scale);
+            const vt qd(q[d + ph]);
 #pragma GCC unroll 4
             for (std::size_t u = 0; u < R; ++u) acc[ph][u] = simd::fma<T>(qd, simd::load(col + ph * ldk + u * W), acc[ph][u]);
         }
     if constexpr (P > 1 && Dh % P != 0)
         for (std::size_t u = 0; u < R; ++u)
-            acc[0][u] = simd::fma<T>(vt(q[Dh - 1] * scale), simd::load(kt + (Dh - 1) * ldk + u * W), acc[0][u]);
+            acc[0][u] = simd::fma<T>(vt(q[Dh - 1]), simd::load(kt + (Dh - 1) * ldk + u * W), acc[0][u]);
+    const vt sv(scale);
     for (std::size_t u = 0; u < R; ++u) {
         if constexpr (P > 1) acc[0][u] += acc[1][u];
-        simd::store(scores + u * W, acc[0][u]);
+        simd::store(scores + u * W, acc[0][u] * sv);
     }
 }
 
-// scores: (n) = scale · q: (Dh) · kt: (Dh, n) at stride ldk, vectorized along the keys. Whole
+// scores: (n) = (q: (Dh) · kt: (Dh, n) at stride ldk) · scale, vectorized along the keys. Whole
 // vectors are read past n while they stay inside the row (avail: columns left in it); those extra
 // scores are never used.
 template <std::size_t Dh, class T>
@@ -124,8 +126,8 @@ inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* 
     }
     for (j = vend; j < n; ++j) {
         T s = T(0);
-        for (std::size_t d = 0; d < Dh; ++d) s += q[d] * scale * kt[d * ldk + j];
-        scores[j] = s;
+        for (std::size_t d = 0; d < Dh; ++d) s += q[d] * kt[d * ldk + j];
+        scores[j] = s * scale;
     }
 }
 
