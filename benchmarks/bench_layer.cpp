@@ -66,6 +66,9 @@ template <const shape& s> void BM_ctformer(benchmark::State& st) {
     flop_counters(st, layer_flops(s));
 }
 
+// Weights a step reads: self in_proj + out_proj, cross q + out_proj, FFN (cross K/V are cached).
+constexpr double step_weight_bytes(const shape& s) { return 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F); }
+
 // One token through the caches: self cache at `s.T` positions after the step, memory s.S.
 template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
     using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
@@ -87,8 +90,7 @@ template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
         benchmark::DoNotOptimize(y.storage[0]);
         benchmark::ClobberMemory();
     }
-    // Weights a step reads: self in_proj + out_proj, cross q + out_proj, FFN (cross K/V are cached).
-    const double weight_bytes = 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F);
+    const double weight_bytes = step_weight_bytes(s);
     st.counters["weight_bytes"] = weight_bytes;
     st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
     static const double probe = probes::read_bandwidth(static_cast<std::size_t>(weight_bytes));
@@ -96,31 +98,30 @@ template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
     st.counters["probeGB/s"] = probe / 1e9;
 }
 
-// The floor of a step on this machine: its six weight GEMVs alone (same kernel, same weights, same
-// order), no attention, norms or cache writes.
+// The floor of a step on this machine: its six weight GEMVs alone, through the layer's own
+// projections and buffers (the calls run_rows makes for one row), no attention, norms or cache
+// writes.
 template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
     using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
-    namespace k = ct::kernels;
     static typename L::Params p;
-    alignas(64) static float x[s.D], qkv[3 * s.D], o[s.D], h[s.F];
+    static typename L::template StepWorkspace<1, 1> ws;
+    static ct::Tensor<float, 1, 1, s.D> x, y;
     fill(p);
-    for (std::size_t i = 0; i < s.D; ++i) x[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
-    const k::identity_op id{};
-    float* const none = nullptr;
+    fill_tensor(x);
+    const auto &sa = p.self_attn, &ca = p.multihead_attn;
     for (auto _ : st) {
-        const auto &sa = p.self_attn, &ca = p.multihead_attn;
-        k::gemm_panels(1, 3 * s.D, s.D, x, s.D, sa.in_proj_weight.panels(0), qkv, 3 * s.D, sa.in_bias_data(), id, none);
-        k::gemm_panels(1, s.D, s.D, qkv, s.D, sa.out_proj.weight.panels(0), o, s.D, sa.out_proj.bias_data(), id, none, true);
-        k::gemm_panels(1, s.D, s.D, o, s.D, ca.in_proj_weight.panels(0), qkv, s.D, ca.in_bias_data(), id, none);
-        k::gemm_panels(1, s.D, s.D, qkv, s.D, ca.out_proj.weight.panels(0), o, s.D, ca.out_proj.bias_data(), id, none, true);
-        k::gemm_panels(1, s.F, s.D, o, s.D, p.linear1.weight.panels(0), h, s.F, p.linear1.bias_data(), ct::relu{}, none);
-        k::gemm_panels(1, s.D, s.F, h, s.F, p.linear2.weight.panels(0), o, s.D, p.linear2.bias_data(), id, none, true);
-        for (std::size_t i = 0; i < s.D; ++i) o[i] *= 0.5f;  // keep the residual bounded
-        benchmark::DoNotOptimize(o[0]);
+        float* const out = y.data();
+        for (std::size_t i = 0; i < s.D; ++i) out[i] = x.storage[i];  // the residual
+        L::linear(sa.in_proj_weight, 0, 3, x.data(), 1, sa.in_bias_data(), ws.qkv, 3 * s.D, ws.pack);
+        L::out_projection(sa, ws.qkv, out, true, 1, ws.pack);
+        L::linear(ca.in_proj_weight, 0, 1, out, 1, ca.in_bias_data(), ws.qkv, s.D, ws.pack);
+        L::out_projection(ca, ws.qkv, out, true, 1, ws.pack);
+        L::feed_forward(p, out, ws.hidden, out, true, 1, 1, ct::no_dropout{}, ws.pack);
+        benchmark::DoNotOptimize(out[0]);
         benchmark::ClobberMemory();
     }
-    const double weight_bytes = 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F);
-    st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["weightGB/s"] =
+        benchmark::Counter(step_weight_bytes(s) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_peak_fma_probe(benchmark::State& st) {

@@ -47,6 +47,10 @@ struct Layer {
             row = ((row.array() - mean) / std::sqrt(var + 1e-5f)).matrix().cwiseProduct(g) + b;
         }
     }
+    template <class Row> static void softmax(Row&& s) {
+        s = (s.array() - s.maxCoeff()).exp();
+        s /= s.sum();
+    }
     // x: (T, D), kv: (S, D) -> (T, D)
     Mat attention(const MHA& a, const Mat& x, const Mat& kv, bool causal) const {
         const int T = int(x.rows()), S = int(kv.rows()), Dh = D / H;
@@ -60,9 +64,7 @@ struct Layer {
             for (int i = 0; i < T; ++i) {
                 if (causal)
                     for (int j = i + 1; j < S; ++j) s(i, j) = -std::numeric_limits<float>::infinity();
-                const float m = s.row(i).maxCoeff();
-                s.row(i) = (s.row(i).array() - m).exp();
-                s.row(i) /= s.row(i).sum();
+                softmax(s.row(i));
             }
             ctx.middleCols(h * Dh, Dh) = s * v.middleCols(h * Dh, Dh);
         }
@@ -89,8 +91,7 @@ struct Layer {
         const float scale = 1.0f / std::sqrt(float(Dh));
         for (int h = 0; h < H; ++h) {
             Eigen::RowVectorXf s = (k.block(0, h * Dh, n, Dh) * q.segment(h * Dh, Dh).transpose()).transpose() * scale;
-            s = (s.array() - s.maxCoeff()).exp();
-            s /= s.sum();
+            softmax(s);
             ctx.segment(h * Dh, Dh) = s * v.block(0, h * Dh, n, Dh);
         }
     }
