@@ -1,6 +1,5 @@
 // ctformer — a Transformer decoder layer as a C++20 type. Include this one header.
 #pragma once
-#include "attention.hpp"
 #include "config.hpp"
 #include "dropout.hpp"
 #include "kv_cache.hpp"
@@ -8,6 +7,7 @@
 #include "masks.hpp"
 #include "params.hpp"
 #include "policies.hpp"
+#include "roles.hpp"
 #include "safetensors.hpp"
 #include "status.hpp"
 #include "tensor.hpp"

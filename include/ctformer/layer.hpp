@@ -1,4 +1,5 @@
-// ctformer/layer.hpp — the decoder layer as a type.
+// ctformer/layer.hpp — the decoder layer as a type: entry points and the sub-layer sequence, over
+// the modules (modules/: linear, attention, feed_forward, norm) and the memory roles (roles.hpp).
 //
 //   using Layer = ct::DecoderLayer<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>>;
 //   static Layer::Params params;                 // immutable weights (load_state_dict)
@@ -9,19 +10,26 @@
 //   post-norm: x = norm1(x + SA(x)); x = norm2(x + CA(x, mem)); x = norm3(x + FF(x))
 //   pre-norm:  x = x + SA(norm1(x)); x = x + CA(norm2(x), mem); x = x + FF(norm3(x))
 // and the decoder-only block (no cross-attention, FFN normed by norm2) TransformerEncoderLayer.
+// Training: forward_train(params, tws, acts, ...) saves Activations; backward(params, acts, tws,
+// d_out, grads, d_tgt[, d_memory], masks...) adds every gradient (docs/training.md).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
-#include "attention.hpp"
 #include "config.hpp"
 #include "dropout.hpp"
 #include "kernels/elementwise.hpp"
-#include "kernels/gemm.hpp"
 #include "kv_cache.hpp"
 #include "masks.hpp"
+#include "modules/attention.hpp"
+#include "modules/feed_forward.hpp"
+#include "modules/linear.hpp"
+#include "modules/norm.hpp"
 #include "params.hpp"
+#include "roles.hpp"
+#include "status.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
@@ -32,30 +40,26 @@ template <class Cfg> struct Layer {
     using T = value_type;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim, F = Cfg::ffn_dim;
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
+    static constexpr std::size_t sublayers = cross ? 3 : 2;
     using Params = LayerParams<Cfg>;
+    // Gradients have the params' type: the same reflected names (for_each_tensor, save_state_dict
+    // writes them in PyTorch's layout) and the same storage layout (an optimizer is elementwise).
+    using Grads = Params;
     using Activation = typename Cfg::activation_type;
     using Norm = typename Cfg::norm_type;
+    using Attn = modules::attention<Cfg>;
+    using FFN = modules::feed_forward<Cfg>;
+    using NormM = modules::norm<Cfg>;
 
-    // Scratch for one forward over (B, Tq) queries and (B, S) memory rows. Place it in static
-    // storage or memory you own; bytes is a compile-time constant for budgets.
-    template <std::size_t B, std::size_t Tq, std::size_t S = Tq> struct Workspace {
-        static_assert(B > 0 && Tq > 0 && S > 0, "ctformer: batch, tgt_len and src_len must be non-zero");
-        static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
-        alignas(64) T qkv[M * 3 * D];      // self: q|k|v per row; cross: q
-        alignas(64) T kv_mem[Ms * 2 * D];  // cross: k|v of every memory row
-        alignas(64) T ctx[M * D];          // concatenated head outputs
-        alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
-        alignas(64) T normed[pre_norm ? M * D : 1];
-        alignas(64) T hidden[M * F];
-        alignas(64) T kt[Dh * Smax];                                   // one head's keys, transposed
-        alignas(64) T scores[attention_row_block * attention_key_tile];  // one score tile
-        static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
-        alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
-        static constexpr std::size_t bytes = sizeof(T) * (M * 3 * D + Ms * 2 * D + 2 * M * D +
-                                                          (pre_norm ? M * D : 1) + M * F + Dh * Smax +
-                                                          attention_row_block * attention_key_tile +
-                                                          pack_elems);
-    };
+    // ---- Memory roles (roles.hpp); each has a static constexpr bytes ----
+    template <std::size_t B, std::size_t Tq, std::size_t S = Tq> using Workspace = ctformer::Workspace<Cfg, B, Tq, S>;
+    template <std::size_t B, std::size_t Tq, std::size_t S = Tq>
+    using TrainWorkspace = ctformer::TrainWorkspace<Cfg, B, Tq, S>;
+    template <std::size_t B, std::size_t Tq, std::size_t S = Tq>
+    using Activations = ctformer::Activations<Cfg, B, Tq, S>;
+    template <std::size_t B, std::size_t Chunk> using StepWorkspace = ctformer::StepWorkspace<Cfg, B, Chunk>;
+    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
+    template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
 
     // ---- Inference (eval mode: dropout is the identity) ----
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
@@ -63,14 +67,14 @@ template <class Cfg> struct Layer {
     static void forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
                         const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, no_dropout{});
+        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
     }
     // Decoder-only block: no memory.
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross)
     static void forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, no_dropout{});
+        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, no_dropout{}, static_cast<void*>(nullptr));
     }
 
     // ---- Training-mode forward: dropout at PyTorch's sites, reproducible from (seed, step) ----
@@ -80,7 +84,7 @@ template <class Cfg> struct Layer {
         requires cross
     {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc));
+        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
     }
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
     static void forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
@@ -88,62 +92,65 @@ template <class Cfg> struct Layer {
         requires(!cross)
     {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc));
+        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), static_cast<void*>(nullptr));
+    }
+    // The same, saving what backward needs into acts (Activations<B, Tq, S>).
+    template <class Acts, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
+        requires(cross && is_activations_v<Acts>)
+    static void forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
+                              const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
+        check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
+        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Mem::shape[1]>();
+        acts.dropout = dc;
+        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), &acts);
+        acts.filled = true;
+    }
+    template <class Acts, class Tgt, class Out, class WS, class SelfMask = no_mask>
+        requires(!cross && is_activations_v<Acts>)
+    static void forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
+                              const SelfMask& sm = {}) {
+        check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
+        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Tgt::shape[1]>();
+        acts.dropout = dc;
+        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), &acts);
+        acts.filled = true;
     }
 
-    // ---- Building blocks, public so caches and stacks reuse them ----
-    static T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
+    // ---- Backward ----
+    // From the Activations of a forward_train and d_out: (B, Tq, D), the gradient of the loss
+    // with respect to its output, ADDS (+=) the gradients of every parameter to grads, of tgt to
+    // d_tgt and of memory to d_memory (zero them first; micro-batches then add up). The masks
+    // must be the forward's; dropout is regenerated from the dropout_config it saved.
+    // Returns errc::no_activations (and changes nothing) if acts were never filled.
+    template <class Acts, class WS, class DOut, class DTgt, class DMem, class SelfMask = no_mask,
+              class CrossMask = no_mask>
+        requires(cross && is_activations_v<Acts>)
+    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
+                           DMem& d_memory, const SelfMask& sm = {}, const CrossMask& cm = {}) {
+        check_shapes<DOut, DMem, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, CrossMask>();
+        check_backward<Acts, WS, DOut>();
+        if (!acts.filled) return status::error(errc::no_activations);
+        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), d_memory.data(), sm, cm,
+                      dropout_rng(acts.dropout));
+        return {};
+    }
+    template <class Acts, class WS, class DOut, class DTgt, class SelfMask = no_mask>
+        requires(!cross && is_activations_v<Acts>)
+    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
+                           const SelfMask& sm = {}) {
+        check_shapes<DOut, DOut, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, no_mask>();
+        check_backward<Acts, WS, DOut>();
+        if (!acts.filled) return status::error(errc::no_activations);
+        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), static_cast<T*>(nullptr), sm, no_mask{},
+                      dropout_rng(acts.dropout));
+        return {};
+    }
 
-    template <class NP> static void norm_rows(const NP& np, const T* x, T* y, std::size_t rows) {
-        for (std::size_t r = 0; r < rows; ++r) Norm::template apply<D>(np, x + r * D, y + r * D, static_cast<T>(Cfg::eps));
-    }
-    // out: (rows, D) = FF(x: (rows, D)) with dropout after the activation (the output's dropout is
-    // the caller's), or out += FF(x) (accumulate: the residual add fused into linear2's epilogue).
-    // Dropout rows are numbered (batch row << 32 | position), so every caller draws the same stream.
-    static std::uint64_t row_id(std::size_t r, std::size_t Tq) {
-        return (std::uint64_t{r / Tq} << 32) | (r % Tq);
-    }
-    template <class Drop>
-    static void feed_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                             std::size_t Tq, const Drop& drop, T* pack) {
-        linear(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, F, pack, Activation{});
-        if constexpr (Drop::enabled)
-            for (std::size_t r = 0; r < rows; ++r) drop.apply(hidden + r * F, F, dropout_site::ffn_activation, row_id(r, Tq));
-        linear(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
-               accumulate);
-    }
-    template <class Drop>
-    static void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t Tq, dropout_site site) {
-        if constexpr (Drop::enabled)
-            for (std::size_t r = 0; r < rows; ++r) drop.apply(x + r * D, D, site, row_id(r, Tq));
-    }
-    // out (+)= ctx · out_projᵀ + bias
-    template <class MHA>
-    static void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
-        linear(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), out, D, pack, kernels::identity_op{},
-               accumulate);
-    }
-    // out: (rows, n·Seg) at ldo = x: (rows, In) · [blocks s0 .. s0+n of W]ᵀ + bias, then act. One GEMM
-    // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
-    // accumulate: out = act(out + x·Wᵀ + bias), the residual already in out.
-    template <class Wt, class Act = kernels::identity_op>
-    static void linear(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* out,
-                       std::size_t ldo, T* pack, const Act& act = {}, bool accumulate = false) {
-        constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
-        if constexpr (Wt::segments_contiguous) {
-            kernels::gemm_panels(rows, n * Seg, In, x, In, w.panels(s0), out, ldo, bias, act, pack, accumulate);
-        } else {
-            for (std::size_t s = 0; s < n; ++s)
-                kernels::gemm_panels(rows, Seg, In, x, In, w.panels(s0 + s), out + s * Seg, ldo,
-                                     bias ? bias + s * Seg : nullptr, act, pack, accumulate);
-        }
-    }
-    // The norm applied before (pre-norm) or after (post-norm) each sub-layer.
-    static const auto& norm_self(const Params& p) { return p.norm1; }
-    static const auto& norm_cross(const Params& p) { return p.norm2; }
-    static const auto& norm_ffn(const Params& p) {
-        if constexpr (cross) return p.norm3;
-        else return p.norm2;
+    static T score_scale() { return Attn::score_scale(); }
+    // The norm before (pre-norm) or after (post-norm) sub-layer k (self, [cross,] ffn).
+    template <class P> static auto& norm_of(P& p, std::size_t k) {
+        if constexpr (cross) return k == 0 ? p.norm1 : (k == 1 ? p.norm2 : p.norm3);
+        else return k == 0 ? p.norm1 : p.norm2;
     }
 
   private:
@@ -162,7 +169,7 @@ template <class Cfg> struct Layer {
         static_assert(Tgt::shape[0] == Mem::shape[0], "ctformer: batch mismatch: tgt and memory batch sizes differ");
         static_assert(Out::shape == Tgt::shape, "ctformer: out must have tgt's shape (batch, tgt_len, d_model)");
         constexpr std::size_t B = Tgt::shape[0], Tq = Tgt::shape[1], S = Mem::shape[1];
-        static_assert(std::is_same_v<WS, Workspace<B, Tq, S>>,
+        static_assert(std::is_base_of_v<Workspace<B, Tq, S>, WS>,
                       "ctformer: workspace shape differs from the call: use Layer::Workspace<batch, tgt_len, src_len>");
         static_assert(SM::template fits<T, B, H, Tq, Tq>,
                       "ctformer: self-attention mask does not fit (batch, heads, tgt_len, tgt_len) or dtype");
@@ -170,103 +177,23 @@ template <class Cfg> struct Layer {
                       "ctformer: cross-attention mask does not fit (batch, heads, tgt_len, src_len) or dtype");
     }
 
-    // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
-    // The full forward projects them and transposes keys into scratch; the step appends them to
-    // a KVCache and reads the cache. Everything else in the pipeline is shared.
-    struct kv_view {
-        const T* kt;  // keys transposed: (Dh, keys) at stride ldk
-        std::size_t ldk;
-        const T* v;  // values: (keys, Dh) at stride ldv
-        std::size_t ldv;
-        std::size_t keys;   // number of keys visible to this call
-        std::size_t rows;   // query rows of batch row b in this call
-        std::size_t qpos0;  // absolute position of the first query row
-    };
-    // Forward, self-attention: keys of the Tq rows themselves.
-    struct transient_self {
-        T* kt;
-        std::size_t Tq;
-        kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
-            transpose_keys(Tq, Dh, k, ld, kt, Tq);
-            return {kt, Tq, v, ld, Tq, Tq, 0};
-        }
-    };
-    // Forward, cross-attention: keys/values of the memory rows, projected once per call.
-    struct transient_cross {
-        T* kt;
-        const T* kv_mem;  // (B*S, 2D): k | v per memory row
-        std::size_t S, Tq;
-        kv_view operator()(std::size_t b, std::size_t h) const {
-            const T* kv = kv_mem + b * S * 2 * D + h * Dh;
-            transpose_keys(S, Dh, kv, 2 * D, kt, S);
-            return {kt, S, kv + D, 2 * D, S, Tq, 0};
-        }
-    };
-    // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
-    template <class Cache> struct cached_self {
-        Cache& cache;
-        const std::array<std::size_t, Cache::batch>& pos0;
-        const std::array<std::size_t, Cache::batch>& count;
-        kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
-            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
-            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
-                    pos0[b]};
-        }
-    };
-    // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
-    template <class Cache, std::size_t B> struct cached_cross {
-        const Cache& cache;
-        const std::array<std::size_t, B>& pos0;
-        const std::array<std::size_t, B>& count;
-        kv_view operator()(std::size_t b, std::size_t h) const {
-            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
-        }
-    };
-    struct no_source {};
-
-    // Multi-head self-attention of x: (B*Tq, D) -> out: (B*Tq, D) (accumulate: out += it).
-    template <class WS, class Src, class Mask, class Drop>
-    static void self_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
-                               const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p.self_attn;
-        // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        linear(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), ws.qkv, 3 * D, ws.pack);
-        const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const T* base = ws.qkv + b * Tq * 3 * D + h * Dh;
-                const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
-                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
-                            drop, dropout_site::self_attn_weights);
-            }
-        out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
+    template <class Acts, std::size_t B, std::size_t Tq, std::size_t S> static constexpr void check_acts() {
+        static_assert(std::is_same_v<Acts, Activations<B, Tq, S>>,
+                      "ctformer: activations shape differs from the call: use Layer::Activations<batch, tgt_len, src_len>");
+    }
+    template <class Acts, class WS, class DOut> static constexpr void check_backward() {
+        constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, S = Acts::src_len;
+        check_acts<Acts, B, Tq, S>();
+        static_assert(std::is_base_of_v<TrainWorkspace<B, Tq, S>, WS>,
+                      "ctformer: backward needs Layer::TrainWorkspace<batch, tgt_len, src_len> (the forward's "
+                      "Workspace plus backward's scratch)");
+        static_assert(DOut::shape[0] == B && DOut::shape[1] == Tq, "ctformer: d_out must have the forward output's shape");
     }
 
-    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
-    // (accumulate: out += it).
-    template <class WS, class Src, class Mask, class Drop>
-    static void cross_attention(const Params& p, WS& ws, const T* x, std::size_t B, std::size_t Tq, const Src& src,
-                                const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p.multihead_attn;
-        // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
-        linear(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), ws.qkv, D, ws.pack);
-        const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const kv_view kv = src(b, h);
-                attend<Dh>(kv.rows, kv.keys, ws.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
-                            ws.ctx + b * Tq * D + h * Dh, D, ws.scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
-                            drop, dropout_site::cross_attn_weights);
-            }
-        out_projection(a, ws.ctx, out, accumulate, B * Tq, ws.pack);
-    }
-
-    // mem: (B*S, D) -> kv: (B*S, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
-    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
-        const auto& a = p.multihead_attn;
-        const T* bias = a.in_bias_data();
-        linear(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, 2 * D, pack);
+    // forward_train saves the residual stream entering norm i (Acts void: inference, nothing).
+    template <class Acts> static void save_stream(Acts* a, std::size_t i, const T* x, std::size_t n) {
+        if constexpr (!std::is_same_v<Acts, void>)
+            if (a) copy_rows(x, a->x[i], n / D);
     }
 
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
@@ -275,60 +202,125 @@ template <class Cfg> struct Layer {
     // residual stream y in its epilogue; with it, the branch goes to ws.branch, is dropped out,
     // then added. Every GEMM that accumulates into y reads a buffer other than y (ctx, hidden), and
     // the GEMMs that read y (q/kv, linear1) finish before y is written.
-    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop>
+    // acts (training): the attention's q|k|v, outputs and log-sum-exps, linear1's pre-activation
+    // and each norm's input are written there instead of (or besides) the workspace.
+    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
     static void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
-                         const Drop& drop) {
+                         const Drop& drop, Acts* acts) {
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
-        // after a sub-layer: the residual add (unless fused) and, post-norm, the norm, in place on y
-        auto finish = [&](const auto& np, const T* resid, dropout_site site) {
+        // before sub-layer k: its input (pre-norm: normalized into ws.normed)
+        auto start = [&](std::size_t k, const T* stream) -> const T* {
+            if constexpr (pre_norm) {
+                save_stream(acts, k, stream, M * D);
+                NormM::forward(norm_of(p, k), stream, ws.normed, M);
+                return ws.normed;
+            } else {
+                return stream;
+            }
+        };
+        // after sub-layer k: the residual add (unless fused) and, post-norm, the norm, in place on y
+        auto finish = [&](std::size_t k, const T* resid, dropout_site site) {
             if (!fused) {
-                drop_rows(drop, ws.branch, M, Tq, site);
+                drop_rows(drop, ws.branch, M, D, Tq, site);
                 kernels::add(y, resid, ws.branch, M * D);
             }
-            if constexpr (!pre_norm) norm_rows(np, y, y, M);
-        };
-        const T* in = x;
-        if constexpr (pre_norm) {
-            norm_rows(norm_self(p), x, ws.normed, M);
-            in = ws.normed;
-        }
-        if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
-        self_attention(p, ws, in, B, Tq, self_src, sm, drop, branch, fused);
-        finish(norm_self(p), x, dropout_site::self_attn_out);
-        if constexpr (cross) {  // memory is never normalized
-            in = y;
-            if constexpr (pre_norm) {
-                norm_rows(norm_cross(p), y, ws.normed, M);
-                in = ws.normed;
+            if constexpr (!pre_norm) {
+                save_stream(acts, k + 1, y, M * D);
+                NormM::forward(norm_of(p, k), y, y, M);
             }
-            cross_attention(p, ws, in, B, Tq, cross_src, cm, drop, branch, fused);
-            finish(norm_cross(p), y, dropout_site::cross_attn_out);
+        };
+        if constexpr (!pre_norm) save_stream(acts, 0, x, M * D);
+        typename Attn::buffers bf{ws.qkv, ws.ctx, nullptr, ws.scores, ws.pack};
+        if constexpr (!std::is_same_v<Acts, void>)
+            if (acts) bf = {acts->qkv, acts->ctx[0], acts->lse[0], ws.scores, ws.pack};
+        const T* in = start(0, x);
+        if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
+        Attn::self_forward(p, bf, in, B, Tq, self_src, sm, drop, branch, fused);
+        finish(0, x, dropout_site::self_attn_out);
+        if constexpr (cross) {  // memory is never normalized
+            if constexpr (!std::is_same_v<Acts, void>)
+                if (acts) bf = {acts->q_cross, acts->ctx[1], acts->lse[1], ws.scores, ws.pack};
+            in = start(1, y);
+            Attn::cross_forward(p, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
+            finish(1, y, dropout_site::cross_attn_out);
         }
-        in = y;
-        if constexpr (pre_norm) {
-            norm_rows(norm_ffn(p), y, ws.normed, M);
-            in = ws.normed;
-        }
-        feed_forward(p, in, ws.hidden, branch, fused, M, Tq, drop, ws.pack);
-        finish(norm_ffn(p), y, dropout_site::ffn_out);
+        in = start(sublayers - 1, y);
+        T* u = nullptr;
+        if constexpr (!std::is_same_v<Acts, void>)
+            if (acts) u = acts->u;
+        FFN::forward(p, in, ws.hidden, branch, fused, M, Tq, drop, ws.pack, u);
+        finish(sublayers - 1, y, dropout_site::ffn_out);
     }
     static void copy_rows(const T* x, T* y, std::size_t rows) {
         for (std::size_t i = 0; i < rows * D; ++i) y[i] = x[i];
     }
 
-    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
+    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
     static void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
-                    const CM& cm, const Drop& drop) {
+                    const CM& cm, const Drop& drop, Acts* acts) {
+        using self_src = typename Attn::transient_self;
         if constexpr (cross) {
-            project_memory(p, mem, B * S, ws.kv_mem, ws.pack);
-            run_rows(p, ws, B, Tq, x, y, transient_self{ws.kt, Tq}, transient_cross{ws.kt, ws.kv_mem, S, Tq}, sm, cm,
-                     drop);
+            T* kv_mem = ws.kv_mem;
+            if constexpr (!std::is_same_v<Acts, void>)
+                if (acts) {
+                    kv_mem = acts->kv_mem;
+                    for (std::size_t i = 0; i < B * S * D; ++i) acts->mem[i] = mem[i];
+                }
+            Attn::project_memory(p, mem, B * S, kv_mem, ws.pack);
+            run_rows(p, ws, B, Tq, x, y, self_src{ws.kt, Tq}, typename Attn::transient_cross{ws.kt, kv_mem, S, Tq}, sm,
+                     cm, drop, acts);
         } else {
-            run_rows(p, ws, B, Tq, x, y, transient_self{ws.kt, Tq}, no_source{}, sm, cm, drop);
+            run_rows(p, ws, B, Tq, x, y, self_src{ws.kt, Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
         }
+    }
+
+    // The sub-layers in reverse. grad: the residual stream's gradient, from d_out down to d_tgt.
+    // Sub-layer k (self, [cross,] ffn), post-norm: grad = norm_k'(grad); its branch's gradient
+    // (through the output dropout) goes back through the branch and adds onto grad.
+    // Pre-norm: the branch's input gradient goes back through norm_k and adds onto grad.
+    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
+    static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
+                              const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
+        constexpr std::size_t M = B * Tq;
+        T* const grad = ws.grad;
+        copy_rows(d_out, grad, M);
+        const typename Attn::grad_scratch sc{ws.qkv, ws.kv_mem, ws.ctx, ws.kt, ws.vt, ws.tiles, ws.train_pack()};
+        auto sublayer = [&](std::size_t k, dropout_site site, auto&& branch_backward) {
+            if constexpr (!pre_norm) NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k + 1], grad, grad, M, false);
+            const T* dbranch = grad;
+            if (drop.drops(site)) {
+                copy_rows(grad, ws.dbranch, M);
+                drop_rows(drop, ws.dbranch, M, D, Tq, site);
+                dbranch = ws.dbranch;
+            }
+            if constexpr (pre_norm) {
+                NormM::forward(norm_of(p, k), a.x[k], ws.input, M);
+                branch_backward(static_cast<const T*>(ws.input), dbranch, ws.din, false);
+                NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k], ws.din, grad, M, true);
+            } else {
+                const T* in = a.x[0];
+                if (k > 0) {
+                    NormM::forward(norm_of(p, k - 1), a.x[k], ws.input, M);
+                    in = ws.input;
+                }
+                branch_backward(in, dbranch, grad, true);
+            }
+        };
+        sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
+            FFN::backward(p, g, in, a.u, dy, ws.hidden, dx, acc, M, Tq, drop, sc.pack);
+        });
+        if constexpr (cross)
+            sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
+                Attn::cross_backward(p, g, in, a.q_cross, a.mem, a.kv_mem, a.ctx[1], a.lse[1], dy, dx, acc, d_mem, B,
+                                     Tq, S, cm, drop, sc);
+            });
+        sublayer(0, dropout_site::self_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
+            Attn::self_backward(p, g, in, a.qkv, a.ctx[0], a.lse[0], dy, dx, acc, B, Tq, sm, drop, sc);
+        });
+        kernels::add_inplace(d_tgt, grad, M * D);
     }
 
     template <class Cache, class X, class Y, class SWS, class SM, class CM>
@@ -362,11 +354,11 @@ template <class Cfg> struct Layer {
         const T* xin = x.data();
         T* yout = y.data();
         if constexpr (cross)
-            run_rows(p, ws, B, C, xin, yout, cached_self<Cache>{cache, pos0, count},
-                     cross_src(pos0, count), sm, cm, no_dropout{});
+            run_rows(p, ws, B, C, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                     cross_src(pos0, count), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         else
-            run_rows(p, ws, B, C, xin, yout, cached_self<Cache>{cache, pos0, count}, no_source{}, sm, cm,
-                     no_dropout{});
+            run_rows(p, ws, B, C, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                     typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         for (std::size_t b = 0; b < B; ++b) {
             cache.len[b] += count[b];
             for (std::size_t i = count[b]; i < C; ++i)  // rows not fed this step: zero, not stale
@@ -377,30 +369,6 @@ template <class Cfg> struct Layer {
 
   public:
     // ---- Incremental decoding ----
-    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
-    template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
-
-    // Scratch for a step of `Chunk` positions per batch row (independent of the cache lengths:
-    // attention runs over key tiles).
-    template <std::size_t B, std::size_t Chunk> struct StepWorkspace {
-        static_assert(B > 0 && Chunk > 0, "ctformer: batch and chunk must be non-zero");
-        static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
-        alignas(64) T qkv[M * 3 * D];
-        alignas(64) T ctx[M * D];
-        alignas(64) T branch[M * D];
-        alignas(64) T normed[pre_norm ? M * D : 1];
-        alignas(64) T hidden[M * F];
-        alignas(64) T scores[attention_row_block * attention_key_tile];
-        // Staging for fill_cross_cache: projected memory rows, a block at a time.
-        static constexpr std::size_t fill_rows = 16;
-        alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
-        static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows);
-        alignas(64) T pack[pack_elems];
-        static constexpr std::size_t bytes =
-            sizeof(T) * (M * 3 * D + 2 * M * D + (pre_norm ? M * D : 1) + M * F +
-                         attention_row_block * attention_key_tile + (cross ? fill_rows * 2 * D : 1) + pack_elems);
-    };
-
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
     template <class Mem, std::size_t B, std::size_t S, std::size_t C>
         requires cross
@@ -412,7 +380,7 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, ws.pack);
+                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, ws.pack);
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);
@@ -447,7 +415,7 @@ template <class Cfg> struct Layer {
                       "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
         if (!cc.filled) return status::error(errc::cache_empty);
         auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
-            return cached_cross<CrossKVCache<B, S>, B>{cc, pos0, n};
+            return typename Attn::template cached_cross<CrossKVCache<B, S>, B>{cc, pos0, n};
         };
         return step_impl(p, ws, cache, src, x, y, count, sm, cm);
     }
@@ -464,7 +432,7 @@ template <class Cfg> struct Layer {
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
         check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask>();
-        return step_impl(p, ws, cache, no_source{}, x, y, count, sm, no_mask{});
+        return step_impl(p, ws, cache, typename Attn::no_source{}, x, y, count, sm, no_mask{});
     }
 };
 

@@ -28,12 +28,14 @@ template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, 
     static constexpr bool has_bias = true;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
     const T* bias_data() const { return bias.data(); }
+    T* bias_data() { return bias.data(); }
 };
 template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
     using weight_t = PackedWeight<T, Out, In>;
     static constexpr bool has_bias = false;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
     const T* bias_data() const { return nullptr; }
+    T* bias_data() { return nullptr; }
 };
 
 // torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
@@ -46,12 +48,14 @@ template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
                              (out_t, out_proj));
     const T* in_bias_data() const { return in_proj_bias.data(); }
+    T* in_bias_data() { return in_proj_bias.data(); }
 };
 template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
     using in_w_t = PackedWeight<T, 3 * D, D, D>;
     using out_t = LinearParams<T, D, D, false>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
     const T* in_bias_data() const { return nullptr; }
+    T* in_bias_data() { return nullptr; }
 };
 
 // The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only

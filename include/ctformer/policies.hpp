@@ -21,15 +21,28 @@ template <class V> using lane_t = typename lane<V>::type;
 }  // namespace detail
 
 // ---- Activations: callable on a scalar and on a simd::vec (a scalar-only user functor is applied
-// lane by lane by the kernels). ----
+// lane by lane by the kernels). Training also needs `derivative(x)`, the derivative at the
+// pre-activation x, callable the same way. ----
 struct relu {
     template <class V> V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
+    // PyTorch's convention: 0 at x = 0.
+    template <class V> V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        return simd::vselect(x > V(T(0)), V(T(1)), V(T(0)));
+    }
 };
 // PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)).
 struct gelu {
     template <class V> V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         return V(T(0.5)) * x * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
+    }
+    // Φ(x) + x·φ(x)
+    template <class V> V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V cdf = V(T(0.5)) * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
+        const V pdf = V(T(0.39894228040143267794)) * simd::vexp(V(T(-0.5)) * x * x);
+        return cdf + x * pdf;
     }
 };
 // GELU, tanh approximation (PyTorch approximate="tanh").
@@ -39,6 +52,13 @@ struct gelu_tanh {
         const V inner = V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x * x * x);
         return V(T(0.5)) * x * (V(T(1)) + simd::vtanh(inner));
     }
+    template <class V> V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V x2 = x * x;
+        const V t = simd::vtanh(V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x2 * x));
+        const V dinner = V(T(0.79788456080286535588)) * (V(T(1)) + V(T(3 * 0.044715)) * x2);
+        return V(T(0.5)) * (V(T(1)) + t) + V(T(0.5)) * x * (V(T(1)) - t * t) * dinner;
+    }
 };
 // SiLU / swish: x · sigmoid(x).
 struct silu {
@@ -46,15 +66,31 @@ struct silu {
         using T = detail::lane_t<V>;
         return x / (V(T(1)) + simd::vexp(-x));
     }
+    // s · (1 + x · (1 - s)), s = sigmoid(x)
+    template <class V> V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V s = V(T(1)) / (V(T(1)) + simd::vexp(-x));
+        return s * (V(T(1)) + x * (V(T(1)) - s));
+    }
 };
 struct identity_activation {
     template <class V> V operator()(const V& x) const { return x; }
+    template <class V> V derivative(const V&) const { return V(detail::lane_t<V>(1)); }
+};
+
+// Whether an activation can be trained through (it has derivative(x)).
+template <class A, class T> concept differentiable_activation = requires(const A& a, T x) {
+    { a.derivative(x) };
 };
 
 // ---- Normalizations. A norm policy has
 //   template <class T, size_t D, bool Bias> using params = ...;   (reflected; no_params if none)
 //   template <size_t D, class P, class T> static void apply(const P&, const T* x, T* y, T eps);
-// which normalizes one row x: (D) into y: (D); y may alias x. ----
+// which normalizes one row x: (D) into y: (D); y may alias x; and, for training,
+//   template <size_t D, class P, class T> static void backward(const P& p, P& grad, const T* x,
+//       const T* dy, T* dx, T eps, bool accumulate);
+// which, from the forward's input row x and the output's gradient dy, adds the parameters'
+// gradients to grad and writes dx (adds to it when accumulate). ----
 struct no_params {
     BOOST_HANA_DEFINE_STRUCT(no_params);
 };
@@ -82,6 +118,13 @@ struct layer_norm {
         if constexpr (Bias) beta = p.bias.data();
         kernels::layer_norm_row(x, y, D, eps, p.weight.data(), beta);
     }
+    template <std::size_t D, class T, bool Bias>
+    static void backward(const LayerNormParams<T, D, Bias>& p, LayerNormParams<T, D, Bias>& g, const T* x,
+                         const T* dy, T* dx, T eps, bool accumulate) {
+        T* dbeta = nullptr;
+        if constexpr (Bias) dbeta = g.bias.data();
+        kernels::layer_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), dbeta, accumulate);
+    }
 };
 // RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
 struct rms_norm {
@@ -90,7 +133,16 @@ struct rms_norm {
     static void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
         kernels::rms_norm_row(x, y, D, eps, p.weight.data());
     }
+    template <std::size_t D, class T>
+    static void backward(const RMSNormParams<T, D>& p, RMSNormParams<T, D>& g, const T* x, const T* dy, T* dx, T eps,
+                         bool accumulate) {
+        kernels::rms_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), accumulate);
+    }
 };
+
+// Whether a norm policy can be trained through (it has backward).
+template <class N, std::size_t D, class P, class T> concept differentiable_norm =
+    requires(const P& p, P& g, const T* x, T* dx) { N::template backward<D>(p, g, x, x, dx, T(0), false); };
 
 // ---- Attention score scale: scores = q·kᵀ · scale. ----
 struct inv_sqrt_head_dim {

@@ -143,6 +143,9 @@ template <class T> inline vec<T> keep_lanes(const vec<T>& x, std::size_t count, 
 #endif
 // (select rather than xsimd::max: the latter trips a GCC 12 false positive in avx512fintrin.h)
 template <class V> inline V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::select(a > b, a, b)) }
+template <class V, class M> inline V vselect(const M& m, const V& a, const V& b) {
+    CTFORMER_VMATH(m ? a : b, xsimd::select(m, a, b))
+}
 template <class V> inline V vexp(const V& x) { CTFORMER_VMATH(std::exp(x), xsimd::exp(x)) }
 template <class V> inline V verf(const V& x) { CTFORMER_VMATH(std::erf(x), xsimd::erf(x)) }
 template <class V> inline V vtanh(const V& x) { CTFORMER_VMATH(std::tanh(x), xsimd::tanh(x)) }

@@ -25,6 +25,7 @@ enum class errc : std::uint8_t {
     cache_full,         // appending would exceed a KV cache's capacity (nothing was appended)
     cache_empty,        // a cross-attention cache was used before it was filled
     out_of_range,       // a length or index beyond what exists
+    no_activations,     // backward was given Activations that no forward_train filled
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -45,6 +46,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::cache_full: return "cache full";
         case errc::cache_empty: return "cache empty";
         case errc::out_of_range: return "out of range";
+        case errc::no_activations: return "no activations (run forward_train first)";
     }
     return "?";
 }

@@ -31,6 +31,14 @@ template <class T, class F> inline void map_inplace(T* x, std::size_t n, const F
     for (; i < n; ++i) x[i] = static_cast<T>(f(x[i]));
 }
 
+// y: (n) = f(x: (n))
+template <class T, class F> inline void map(const T* x, T* y, std::size_t n, const F& f) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, apply_vec<T>(f, simd::load(x + i)));
+    for (; i < n; ++i) y[i] = static_cast<T>(f(x[i]));
+}
+
 // y: (n) += x: (n)
 template <class T> inline void add_inplace(T* y, const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
@@ -70,6 +78,53 @@ template <class T> inline T max(const T* x, std::size_t n) {
     }
     for (; i < n; ++i) m = x[i] > m ? x[i] : m;
     return m;
+}
+
+// Σ x[i]·y[i] over (n), vector accumulators.
+template <class T> inline T dot(const T* x, const T* y, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    simd::vec<T> acc(T(0));
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W) acc = simd::fma<T>(simd::load(x + i), simd::load(y + i), acc);
+    T s = simd::hsum<T>(acc);
+    for (; i < n; ++i) s += x[i] * y[i];
+    return s;
+}
+
+// y: (n) = x: (n) · a + y (axpy).
+template <class T> inline void axpy(T* y, const T* x, T a, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    const simd::vec<T> av(a);
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W)
+        simd::store(y + i, simd::fma<T>(simd::load(x + i), av, simd::load(y + i)));
+    for (; i < n; ++i) y[i] += x[i] * a;
+}
+
+// y: (n) = x: (n) ∘ y: (n)
+template <class T> inline void mul_inplace(T* y, const T* x, std::size_t n) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(y + i) * simd::load(x + i));
+    for (; i < n; ++i) y[i] *= x[i];
+}
+
+// x: (rows, cols) at ldx -> y: (cols, rows) at ldy. Small tiles (attention's backward).
+template <class T>
+inline void transpose(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) y[c * ldy + r] = x[r * ldx + c];
+}
+
+// y: (n) = y ∘ f'(x) with f' = f.derivative (an activation's backward: y the output's gradient,
+// x the saved pre-activation). A derivative that only accepts scalars is applied lane by lane.
+template <class T, class F> inline void mul_derivative(T* y, const T* x, std::size_t n, const F& f) {
+    constexpr std::size_t W = simd::width<T>;
+    auto d = [&f](const auto& v) -> decltype(f.derivative(v)) { return f.derivative(v); };
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W)
+        simd::store(y + i, simd::load(y + i) * apply_vec<T>(d, simd::load(x + i)));
+    for (; i < n; ++i) y[i] *= static_cast<T>(f.derivative(x[i]));
 }
 
 }  // namespace ctformer::kernels

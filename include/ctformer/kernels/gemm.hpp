@@ -143,76 +143,118 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
 
-// The packed path (BLIS-style): per K block, pack all of a's rows (when the block exceeds
-// a_unpacked_bytes); per N panel, pack b's panel (or, when b_panels is given, read it where it
-// is: weights in panel layout); then one register
-// tile per MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and
-// copy back their valid part.
-template <class T, class Act>
-inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                        std::size_t ldb, const T* b_panels, T* c, std::size_t ldc, const T* bias, const Act& act,
-                        T* pack, bool accumulate) {
+// Operand layouts of the packed path. a: row-major (M, K) at lda, or transposed (stored (K, M) at
+// lda: a weight gradient's Xᵀ). b: row-major (K, N) at ldb; a weight in panel layout (K, N); or
+// the transpose of a panel-layout (N, K) matrix (dX = dY · W with W stored as Wᵀ panels). c:
+// row-major (M, N) at ldc, or panel layout (M, N) (a weight gradient stored like its weight).
+enum class a_layout { rows, cols };
+enum class b_layout { rows, panels, panels_t };
+enum class c_layout { rows, panels };
+
+// Rows of a packed per pass when a is transposed (the weight-gradient GEMMs, where M is a
+// weight's input dimension): bounds the packing scratch. A multiple of every MR.
+inline constexpr std::size_t gemm_mc = 96;
+
+// One (kc x NR) block of b, columns n0.., packed k-major with zero columns past N.
+template <class T, b_layout BL>
+inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0, const T* b, std::size_t ldb, T* bp) {
     using tile = gemm_tile<T>;
-    constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR;
+    const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
+    if constexpr (BL == b_layout::rows) {
+        const T* src = b + k0 * ldb + n0;
+        if (ncols == NR) {
+            for (std::size_t k = 0; k < kc; ++k)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) simd::store(bp + k * NR + v * W, simd::load(src + k * ldb + v * W));
+        } else {
+            for (std::size_t k = 0; k < kc; ++k)
+                for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[k * ldb + j] : T(0);
+        }
+    } else {  // panels_t: b(k, n) = P(n, k), P (N, ·) in panel layout: NR x NR blocks transposed
+        for (std::size_t k = 0; k < kc; ++k) {
+            const std::size_t kk = k0 + k;
+            const T* src = b + ((kk / NR) * N + n0) * NR + kk % NR;
+            for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[j * NR] : T(0);
+        }
+    }
+}
+
+// a rows m0.. of the (mc x kc) block at k0, packed k-major in tiles of MR rows (zero rows past M).
+template <class T, a_layout AL>
+inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc, const T* a, std::size_t lda, T* ap) {
+    constexpr std::size_t MR = gemm_tile<T>::MR;
+    for (std::size_t r = 0; r < MR; ++r) {
+        const bool in = m0 + r < M;
+        if constexpr (AL == a_layout::rows) {
+            const T* src = a + (m0 + r) * lda + k0;
+            for (std::size_t k = 0; k < kc; ++k) ap[k * MR + r] = in ? src[k] : T(0);
+        } else {
+            const T* src = a + k0 * lda + m0 + r;
+            for (std::size_t k = 0; k < kc; ++k) ap[k * MR + r] = in ? src[k * lda] : T(0);
+        }
+    }
+}
+
+// The packed path (BLIS-style): per block of rows (all of them unless a is transposed) and per K
+// block, pack a's rows (when the block exceeds a_unpacked_bytes or a is transposed); per N panel,
+// pack b's panel (or read it where it is: weights in panel layout); then one register tile per
+// MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and copy back
+// their valid part; a c in panel layout has whole (zero-padded) panels and takes every tile in place.
+template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
+inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                        std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
+                        bool accumulate) {
+    using tile = gemm_tile<T>;
+    constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     T* bp = pack;
     T* ap = pack + KC * NR;
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
-    for (std::size_t kb = 0; kb < kblocks; ++kb) {
+    const std::size_t mc = AL == a_layout::cols ? gemm_mc : M;
+    for (std::size_t mb = 0; mb < M; mb += mc) {
+      const std::size_t mend = M - mb < mc ? M : mb + mc;
+      for (std::size_t kb = 0; kb < kblocks; ++kb) {
         const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
-        // a block: tile m0 holds kc columns of MR rows, k-major, zero rows past M. A block small
-        // enough to stay in L1 is read where it is (packing it cost 11% of the tiny layer's
-        // instructions).
-        const bool pack_a = M * kc * sizeof(T) > a_unpacked_bytes;
-        for (std::size_t m0 = 0; pack_a && m0 < M; m0 += MR) {
-            T* dst = ap + m0 * kc;
-            for (std::size_t r = 0; r < MR; ++r) {
-                if (m0 + r < M) {
-                    const T* src = a + (m0 + r) * lda + k0;
-                    for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
-                } else {
-                    for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
-                }
-            }
-        }
+        // A block small enough to stay in L1 is read where it is (packing it cost 11% of the tiny
+        // layer's instructions).
+        const bool packed_a = AL == a_layout::cols || (mend - mb) * kc * sizeof(T) > a_unpacked_bytes;
+        for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
+            pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
             const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
-            const T* src = b + k0 * ldb + n0;
-            const T* panel = b_panels ? b_panels + (n0 / NR * K + k0) * NR : bp;
-            if (!b_panels && ncols == NR) {
-                for (std::size_t k = 0; k < kc; ++k)
-#pragma GCC unroll 4
-                    for (std::size_t v = 0; v < NV; ++v) simd::store(bp + k * NR + v * W, simd::load(src + k * ldb + v * W));
-            } else if (!b_panels) {
-                for (std::size_t k = 0; k < kc; ++k)
-                    for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[k * ldb + j] : T(0);
-            }
+            const T* panel = bp;
+            if constexpr (BL == b_layout::panels) panel = b + (n0 / NR * K + k0) * NR;
+            else pack_b<T, BL>(N, k0, kc, n0, b, ldb, bp);
             alignas(64) T bias_pad[NR];
             const T* bias_n = nullptr;
             if (bias && first) {
                 for (std::size_t j = 0; j < NR; ++j) bias_pad[j] = j < ncols ? bias[n0 + j] : T(0);
                 bias_n = bias_pad;
             }
-            for (std::size_t m0 = 0; m0 < M; m0 += MR) {
-                const std::size_t rows = M - m0 < MR ? M - m0 : MR;
-                T* cm = c + m0 * ldc + n0;
+            for (std::size_t m0 = mb; m0 < mend; m0 += MR) {
+                const std::size_t rows = mend - m0 < MR ? mend - m0 : MR;
+                const bool whole = CL == c_layout::panels || ncols == NR;
+                T* cm = CL == c_layout::panels ? c + (n0 / NR * M + m0) * NR : c + m0 * ldc + n0;
+                const std::size_t ldcm = CL == c_layout::panels ? NR : ldc;
                 alignas(64) T edge[MR * NR];  // a partial panel goes through a padded tile
-                T* dst = ncols == NR ? cm : edge;
-                const std::size_t ldd = ncols == NR ? ldc : NR;
-                if (ncols != NR && from_c)
+                T* dst = whole ? cm : edge;
+                const std::size_t ldd = whole ? ldcm : NR;
+                if (!whole && from_c)
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < NR; ++j) edge[r * NR + j] = j < ncols ? cm[r * ldc + j] : T(0);
-                if (pack_a)
-                    micro_rows<T, NV, true, true>(rows, std::make_index_sequence<MR>{}, kc, ap + m0 * kc, 0, panel, 0,
-                                                  dst, ldd, bias_n, from_c, last, act);
-                else
+                if (packed_a)
+                    micro_rows<T, NV, true, true>(rows, std::make_index_sequence<MR>{}, kc, ap + (m0 - mb) * kc, 0, panel,
+                                                  0, dst, ldd, bias_n, from_c, last, act);
+                else if constexpr (AL == a_layout::rows)
                     micro_rows<T, NV, false, true>(rows, std::make_index_sequence<MR>{}, kc, a + m0 * lda + k0, lda,
                                                    panel, 0, dst, ldd, bias_n, from_c, last, act);
-                if (ncols != NR)
+                if (!whole)
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < ncols; ++j) cm[r * ldc + j] = edge[r * NR + j];
             }
         }
+      }
     }
 }
 
@@ -322,7 +364,8 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
     if (M == 0 || N == 0) return;
     if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act, accumulate);
     if (pack != nullptr)
-        return detail::gemm_packed<T>(M, N, K, a, lda, b, ldb, nullptr, c, ldc, bias, act, pack, accumulate);
+        return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::rows, detail::c_layout::rows>(
+            M, N, K, a, lda, b, ldb, c, ldc, bias, act, pack, accumulate);
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     for (std::size_t n0 = 0; n0 < N; n0 += NR) {
         const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
@@ -367,9 +410,43 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a,
     case 3: return detail::gemv_panels<T, 3>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
     case 4: return detail::gemv_panels<T, 4>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
     default:
-        return detail::gemm_packed(M, N, K, a, lda, static_cast<const T*>(nullptr), 0, b_panels, c, ldc, bias, act, pack,
-                                   accumulate);
+        return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels, detail::c_layout::rows>(
+            M, N, K, a, lda, b_panels, 0, c, ldc, bias, act, pack, accumulate);
     }
+}
+
+// ---- The backward pass's two GEMM shapes (training) ----
+
+// Scratch of gemm_tn_panels / gemm_nt_panels for at most max_rows rows of a (a's rows are
+// blocked by gemm_mc when a is transposed).
+template <class T> constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows) {
+    return gemm_pack_elems<T>(max_rows > detail::gemm_mc ? max_rows : detail::gemm_mc);
+}
+
+// A weight's gradient: c: (M, N) in panel layout += aᵀ · b, a: (K, M) row-major at lda (the
+// layer's input rows X), b: (K, N) row-major at ldb (the output gradient dY). With M = In, N = Out
+// this is dWᵀ += Xᵀ · dY, stored exactly like the weight (PackedWeight's panels).
+template <class T>
+inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                           std::size_t ldb, T* c_panels, T* pack) {
+    if (M == 0 || N == 0 || K == 0) return;
+    detail::gemm_packed<T, detail::a_layout::cols, detail::b_layout::rows, detail::c_layout::panels>(
+        M, N, K, a, lda, b, ldb, c_panels, 0, static_cast<const T*>(nullptr), identity_op{}, pack, true);
+}
+
+// An input's gradient: c: (M, N) (+)= a: (M, K) · Pᵀ, P: (N, K) in panel layout (a weight stored
+// as Wᵀ panels, so Pᵀ = W: this is dX = dY · W).
+template <class T>
+inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* p_panels,
+                           T* c, std::size_t ldc, T* pack, bool accumulate) {
+    if (M == 0 || N == 0) return;
+    detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels_t, detail::c_layout::rows>(
+        M, N, K, a, lda, p_panels, 0, c, ldc, static_cast<const T*>(nullptr), identity_op{}, pack, accumulate);
+}
+
+// Column sums: acc: (N) += Σ_r x[r, :] (x: (rows, N) at ldx): a bias's gradient.
+template <class T> inline void add_column_sums(T* acc, const T* x, std::size_t rows, std::size_t N, std::size_t ldx) {
+    for (std::size_t r = 0; r < rows; ++r) add_inplace(acc, x + r * ldx, N);
 }
 
 }  // namespace ctformer::kernels

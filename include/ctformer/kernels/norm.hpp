@@ -71,4 +71,67 @@ template <class T> inline void rms_norm_row(const T* x, T* y, std::size_t n, T e
     scale_shift(x, y, n, T(0), rstd, gamma, static_cast<const T*>(nullptr));
 }
 
+// ---- Backward. Statistics are recomputed from the saved input row (one pass over D values,
+// cheaper than storing them). With x̂ = (x - mean)·rstd (LayerNorm) or x·rstd (RMSNorm) and
+// g = dy ∘ gamma:  dgamma += dy ∘ x̂, dbeta += dy,
+//   LayerNorm: dx = rstd · (g - mean(g) - x̂ · mean(g ∘ x̂))
+//   RMSNorm:   dx = rstd · (g - x̂ · mean(g ∘ x̂))
+// dx is written, or added to when accumulate. gamma/dgamma/dbeta may be null. ----
+template <class T>
+inline void norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T mean, T rstd, bool center,
+                              const T* gamma, T* dgamma, T* dbeta, bool accumulate) {
+    constexpr std::size_t W = simd::width<T>;
+    using vt = simd::vec<T>;
+    const vt mv(mean), rv(rstd);
+    vt sg(T(0)), sgx(T(0));
+    std::size_t i = 0;
+    const std::size_t nv = n - n % W;
+    for (; i < nv; i += W) {
+        const vt xh = (simd::load(x + i) - mv) * rv, d = simd::load(dy + i);
+        const vt g = gamma ? d * simd::load(gamma + i) : d;
+        sg += g;
+        sgx = simd::fma<T>(g, xh, sgx);
+        if (dgamma) simd::store(dgamma + i, simd::fma<T>(d, xh, simd::load(dgamma + i)));
+        if (dbeta) simd::store(dbeta + i, simd::load(dbeta + i) + d);
+    }
+    T s_g = simd::hsum<T>(sg), s_gx = simd::hsum<T>(sgx);
+    for (; i < n; ++i) {
+        const T xh = (x[i] - mean) * rstd, g = gamma ? dy[i] * gamma[i] : dy[i];
+        s_g += g;
+        s_gx += g * xh;
+        if (dgamma) dgamma[i] += dy[i] * xh;
+        if (dbeta) dbeta[i] += dy[i];
+    }
+    const T inv_n = T(1) / static_cast<T>(n);
+    const T mg = center ? s_g * inv_n : T(0), mgx = s_gx * inv_n;
+    const vt mgv(mg), mgxv(mgx);
+    for (i = 0; i < nv; i += W) {
+        const vt xh = (simd::load(x + i) - mv) * rv, d = simd::load(dy + i);
+        const vt g = gamma ? d * simd::load(gamma + i) : d;
+        vt r = (g - mgv - xh * mgxv) * rv;
+        if (accumulate) r += simd::load(dx + i);
+        simd::store(dx + i, r);
+    }
+    for (; i < n; ++i) {
+        const T xh = (x[i] - mean) * rstd, g = gamma ? dy[i] * gamma[i] : dy[i];
+        const T r = (g - mg - xh * mgx) * rstd;
+        dx[i] = accumulate ? dx[i] + r : r;
+    }
+}
+
+template <class T>
+inline void layer_norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T eps, const T* gamma, T* dgamma,
+                                    T* dbeta, bool accumulate) {
+    const moments_t m = moments(x, n);
+    const T rstd = static_cast<T>(1.0 / std::sqrt(m.var + static_cast<double>(eps)));
+    norm_row_backward(x, dy, dx, n, static_cast<T>(m.mean), rstd, true, gamma, dgamma, dbeta, accumulate);
+}
+
+template <class T>
+inline void rms_norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T eps, const T* gamma, T* dgamma,
+                                  bool accumulate) {
+    const T rstd = T(1) / std::sqrt(dot(x, x, n) / static_cast<T>(n) + eps);
+    norm_row_backward(x, dy, dx, n, T(0), rstd, false, gamma, dgamma, static_cast<T*>(nullptr), accumulate);
+}
+
 }  // namespace ctformer::kernels

@@ -74,4 +74,16 @@ template <class T> inline T online_softmax_tile(T* row, std::size_t n, T& m, T& 
     return correction;
 }
 
+// The softmax's backward for one row: dp: (n) the gradient of the probabilities p: (n) ->
+// dp = p ∘ (dp - di) · scale, the gradient of the (scaled) scores; di = Σ p ∘ dp (attention
+// passes rowsum(dO ∘ O), the same number without a pass over the keys).
+template <class T> inline void softmax_backward(T* dp, const T* p, std::size_t n, T di, T scale) {
+    constexpr std::size_t W = simd::width<T>;
+    const simd::vec<T> dv(di), sv(scale);
+    std::size_t i = 0;
+    for (const std::size_t nv = n - n % W; i < nv; i += W)
+        simd::store(dp + i, simd::load(p + i) * (simd::load(dp + i) - dv) * sv);
+    for (; i < n; ++i) dp[i] = p[i] * (dp[i] - di) * scale;
+}
+
 }  // namespace ctformer::kernels

@@ -1,15 +1,20 @@
-// ctformer/attention.hpp — scaled dot-product attention for one (batch row, head), shared by the
-// full forward and the cached step. Keys are read pre-transposed (kt: (Dh, S)) so scores are a
-// GEMM vectorized along the keys; a step with one query row is then a GEMV over the cache.
+// ctformer/modules/attention_head.hpp — scaled dot-product attention for one (batch row, head):
+// forward (shared by the full forward and the cached step) and backward side by side. Keys are
+// read pre-transposed (kt: (Dh, S)) so scores are a GEMM vectorized along the keys; a step with
+// one query row is then a GEMV over the cache. The training forward saves one number per query
+// row, the log-sum-exp of its scores; backward recomputes the probabilities tile by tile from it
+// (FlashAttention-2), so nothing of size (Tq, S) is ever stored.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
-#include "dropout.hpp"
-#include "kernels/gemm.hpp"
-#include "kernels/softmax.hpp"
-#include "masks.hpp"
+#include "../dropout.hpp"
+#include "../kernels/attention_query.hpp"
+#include "../kernels/gemm.hpp"
+#include "../kernels/softmax.hpp"
+#include "../masks.hpp"
 
 namespace ctformer {
 
@@ -28,11 +33,12 @@ struct head_ref {
 // out = softmax(q·kt · scale + mask) · v, per row; a row whose keys are all blocked gives zeros.
 // Scratch: scores (attention_row_block x attention_key_tile).
 // Dropout (training) is applied to the probabilities (dropping before normalizing is the same).
+// lse (optional): (Tq) the log-sum-exp of each row's scores (-inf for a fully blocked row).
 template <class T, class Mask, class Drop>
 inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, const T* kt,
                         std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores,
                         T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
-                        dropout_site site) {
+                        dropout_site site, T* lse = nullptr) {
     constexpr std::size_t RB = attention_row_block, KT = attention_key_tile, W = simd::width<T>;
     static_assert(KT % W == 0, "ctformer: the key tile must be a whole number of vectors");
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
@@ -75,107 +81,12 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
             kernels::map_inplace(out + (i0 + r) * ldo, Dh, [inv](const auto& x) { return x * inv; });
+            if (lse) lse[i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : -std::numeric_limits<T>::infinity();
         }
     }
 }
 
-namespace detail {
-// scores: (R·W) = (q: (Dh) · kt: (Dh, R·W) at stride ldk) · scale, the scale applied once per
-// vector of scores (as attend_head does). With one or two vectors, even and odd d go to separate
-// accumulators so that at least four FMA chains overlap.
-template <std::size_t Dh, std::size_t R, class T>
-inline void query_score_block(const T* q, const T* kt, std::size_t ldk, T scale, T* scores) {
-    constexpr std::size_t W = simd::width<T>, P = R <= 2 ? 2 : 1;
-    using vt = simd::vec<T>;
-    vt acc[P][R];
-    for (std::size_t ph = 0; ph < P; ++ph)
-        for (std::size_t u = 0; u < R; ++u) acc[ph][u] = vt(T(0));
-    std::size_t d = 0;
-    for (const T* col = kt; d + P <= Dh; d += P, col += P * ldk)
-#pragma GCC unroll 2
-        for (std::size_t ph = 0; ph < P; ++ph) {
-            const vt qd(q[d + ph]);
-#pragma GCC unroll 4
-            for (std::size_t u = 0; u < R; ++u) acc[ph][u] = simd::fma<T>(qd, simd::load(col + ph * ldk + u * W), acc[ph][u]);
-        }
-    if constexpr (P > 1 && Dh % P != 0)
-        for (std::size_t u = 0; u < R; ++u)
-            acc[0][u] = simd::fma<T>(vt(q[Dh - 1]), simd::load(kt + (Dh - 1) * ldk + u * W), acc[0][u]);
-    const vt sv(scale);
-    for (std::size_t u = 0; u < R; ++u) {
-        if constexpr (P > 1) acc[0][u] += acc[1][u];
-        simd::store(scores + u * W, acc[0][u] * sv);
-    }
-}
 
-// scores: (n) = (q: (Dh) · kt: (Dh, n) at stride ldk) · scale, vectorized along the keys. Whole
-// vectors are read past n while they stay inside the row (avail: columns left in it); those extra
-// scores are never used.
-template <std::size_t Dh, class T>
-inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* kt, std::size_t ldk, T scale,
-                         T* scores) {
-    constexpr std::size_t W = simd::width<T>;
-    const std::size_t up = simd::whole_vectors<T>(n), vend = up <= avail ? up : n - n % W;
-    std::size_t j = 0;
-    for (; j + 4 * W <= vend; j += 4 * W) query_score_block<Dh, 4>(q, kt + j, ldk, scale, scores + j);
-    switch ((vend - j) / W) {
-        case 3: query_score_block<Dh, 3>(q, kt + j, ldk, scale, scores + j); break;
-        case 2: query_score_block<Dh, 2>(q, kt + j, ldk, scale, scores + j); break;
-        case 1: query_score_block<Dh, 1>(q, kt + j, ldk, scale, scores + j); break;
-        default: break;
-    }
-    for (j = vend; j < n; ++j) {
-        T s = T(0);
-        for (std::size_t d = 0; d < Dh; ++d) s += q[d] * kt[d * ldk + j];
-        scores[j] = s * scale;
-    }
-}
-
-// out: (Dh) = out · correction + p: (n) · v: (n, Dh) at stride ldv. Dh is split into blocks of up
-// to 8 vectors kept in registers; with few vectors per block, even and odd keys go to separate
-// accumulators so the FMA chains overlap.
-template <std::size_t Dh, class T>
-inline void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv, T correction, T* out) {
-    constexpr std::size_t W = simd::width<T>, NV = Dh / W, BV = NV < 8 ? NV : 8, P = BV <= 4 ? 2 : 1;
-    using vt = simd::vec<T>;
-    if constexpr (BV > 0) {
-        for (std::size_t d0 = 0; d0 + BV * W <= NV * W; d0 += BV * W) {
-            vt acc[P][BV];
-            for (std::size_t u = 0; u < BV; ++u) {
-                acc[0][u] = simd::load(out + d0 + u * W) * vt(correction);
-                if constexpr (P > 1) acc[1][u] = vt(T(0));
-            }
-            std::size_t j = 0;
-            for (; j + P <= n; j += P)
-#pragma GCC unroll 2
-                for (std::size_t ph = 0; ph < P; ++ph) {
-                    const vt pj(p[j + ph]);
-                    const T* vj = v + (j + ph) * ldv + d0;
-#pragma GCC unroll 8
-                    for (std::size_t u = 0; u < BV; ++u) acc[ph][u] = simd::fma<T>(pj, simd::load(vj + u * W), acc[ph][u]);
-                }
-            for (; j < n; ++j)
-                for (std::size_t u = 0; u < BV; ++u)
-                    acc[0][u] = simd::fma<T>(vt(p[j]), simd::load(v + j * ldv + d0 + u * W), acc[0][u]);
-            for (std::size_t u = 0; u < BV; ++u) {
-                if constexpr (P > 1) acc[0][u] += acc[1][u];
-                simd::store(out + d0 + u * W, acc[0][u]);
-            }
-        }
-        // the vectors left when NV is not a multiple of 8
-        for (std::size_t d = NV / BV * BV * W; d < NV * W; d += W) {
-            vt acc = simd::load(out + d) * vt(correction);
-            for (std::size_t j = 0; j < n; ++j) acc = simd::fma<T>(vt(p[j]), simd::load(v + j * ldv + d), acc);
-            simd::store(out + d, acc);
-        }
-    }
-    for (std::size_t d = NV * W; d < Dh; ++d) {  // columns past the last whole vector
-        T acc = out[d] * correction;
-        for (std::size_t j = 0; j < n; ++j) acc += p[j] * v[j * ldv + d];
-        out[d] = acc;
-    }
-}
-}  // namespace detail
 
 // One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
 // at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
@@ -184,13 +95,13 @@ inline void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv,
 template <std::size_t Dh, class T, class Mask, class Drop>
 inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
-                         const Drop& drop, dropout_site site) {
+                         const Drop& drop, dropout_site site, T* lse = nullptr) {
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
     for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
         const std::size_t n = kend - j0 < tile ? kend - j0 : tile;
-        detail::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
+        kernels::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
         if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
         // pad to a whole vector of blocked scores when the scratch has room: no scalar exp tail
         const std::size_t up = simd::whole_vectors<T>(n), ns = up <= tile ? up : n;
@@ -198,22 +109,23 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
         if constexpr (Drop::enabled)
             drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
-        detail::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
+        kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
     }
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
     kernels::map_inplace(out, Dh, [inv](const auto& x) { return x * inv; });
+    if (lse) *lse = l > T(0) ? m + std::log(l) : -std::numeric_limits<T>::infinity();
 }
 
 // attend_head, or attend_query when there is one query row.
 template <std::size_t Dh, class T, class Mask, class Drop>
 inline void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, const T* kt, std::size_t ldk, const T* v,
                    std::size_t ldv, T* out, std::size_t ldo, T* scores, T scale, const Mask& mask, head_ref hr,
-                   std::size_t qpos0, const Drop& drop, dropout_site site) {
+                   std::size_t qpos0, const Drop& drop, dropout_site site, T* lse = nullptr) {
     if (Tq == 1)
         attend_query<Dh>(S, q, kt, ldk, v, ldv, out, scores, attention_row_block * attention_key_tile, scale, mask, hr,
-                         qpos0, drop, site);
+                         qpos0, drop, site, lse);
     else
-        attend_head(Tq, S, Dh, q, ldq, kt, ldk, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site);
+        attend_head(Tq, S, Dh, q, ldq, kt, ldk, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site, lse);
 }
 
 // k: (S, Dh) rows at stride ldk -> kt: (Dh, S) at stride ldt.
@@ -221,6 +133,81 @@ template <class T>
 inline void transpose_keys(std::size_t S, std::size_t Dh, const T* k, std::size_t ldk, T* kt, std::size_t ldt) {
     for (std::size_t j = 0; j < S; ++j)
         for (std::size_t d = 0; d < Dh; ++d) kt[d * ldt + j] = k[j * ldk + d];
+}
+
+// Scratch of attend_head_backward, in elements: three (row block x key tile) tiles.
+inline constexpr std::size_t attention_backward_tile_elems = 3 * attention_row_block * attention_key_tile;
+
+// The backward of attend_head (FlashAttention-2's, by recomputation). Inputs are the forward's:
+// q: (Tq, Dh) at ldq, k: (S, Dh) at ldk, v: (S, Dh) at ldv (rows, as projected), o: (Tq, Dh) at
+// ldo its output, lse: (Tq) its saved log-sum-exps; d_o: (Tq, Dh) at lddo the output's gradient.
+// Accumulates dq: (Tq, Dh), dk: (S, Dh), dv: (S, Dh) (+=). Per (row block, key tile):
+//   P = exp(q·kᵀ·scale + mask - lse)          (the forward's probabilities, recomputed)
+//   dP = drop'(d_o · vᵀ);  dS = P ∘ (dP - rowsum(d_o ∘ o)) · scale
+//   dv += drop(P)ᵀ · d_o;  dq += dS · k;  dk += dSᵀ · q
+// Scratch: kt, vt: (Dh, S) each; tiles: attention_backward_tile_elems. Dropout regenerates the
+// forward's mask from its counters (dropout is linear: its backward is the same call).
+template <class T, class Mask, class Drop>
+inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq,
+                                 const T* k, std::size_t ldk, const T* v, std::size_t ldv, const T* o,
+                                 std::size_t ldo, const T* lse, const T* d_o, std::size_t lddo, T* dq,
+                                 std::size_t lddq, T* dk, std::size_t lddk, T* dv, std::size_t lddv, T* kt, T* vt,
+                                 T* tiles, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
+                                 const Drop& drop, dropout_site site) {
+    constexpr std::size_t RB = attention_row_block, KT = attention_key_tile;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    using kernels::identity_op;
+    T* const p = tiles;             // (rows, ld): probabilities, then dropped probabilities
+    T* const ds = tiles + RB * KT;  // (rows, ld): dP, then dS
+    T* const tt = ds + RB * KT;     // (n, RB): a transposed tile
+    transpose_keys(S, Dh, k, ldk, kt, S);
+    transpose_keys(S, Dh, v, ldv, vt, S);
+    for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
+        const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
+        std::size_t kend[RB], kend_block = 0;
+        T di[RB];
+        for (std::size_t r = 0; r < rows; ++r) {
+            kend[r] = mask.key_end(hr.b, qpos0 + i0 + r, S);
+            kend_block = kend[r] > kend_block ? kend[r] : kend_block;
+            di[r] = kernels::dot(d_o + (i0 + r) * lddo, o + (i0 + r) * ldo, Dh);
+        }
+        for (std::size_t j0 = 0; j0 < kend_block; j0 += KT) {
+            const std::size_t n = kend_block - j0 < KT ? kend_block - j0 : KT, ld = simd::whole_vectors<T>(n);
+            // p: (rows, n) = q_block · kt[:, tile];  ds: (rows, n) = d_o_block · vt[:, tile]
+            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, S, p, ld);
+            kernels::gemm(rows, n, Dh, d_o + i0 * lddo, lddo, vt + j0, S, ds, ld);
+            for (std::size_t r = 0; r < rows; ++r) {
+                const std::size_t qpos = qpos0 + i0 + r;
+                const std::uint64_t drop_row = (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos;
+                T* pr = p + r * ld;
+                T* dr = ds + r * ld;
+                const std::size_t valid = kend[r] > j0 ? (kend[r] - j0 < n ? kend[r] - j0 : n) : 0;
+                const T lr = lse[i0 + r];
+                kernels::map_inplace(pr, n, [scale](const auto& x) { return x * scale; });
+                if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, pr, j0, valid);
+                kernels::block_tail(pr, valid, ld);
+                if (lr == neg_inf) {  // every key blocked: the forward's output was zero, no gradient
+                    for (std::size_t j = 0; j < ld; ++j) pr[j] = dr[j] = T(0);
+                    continue;
+                }
+                kernels::map_inplace(pr, ld, [lr](const auto& x) { return simd::vexp(x - std::remove_cvref_t<decltype(x)>(lr)); });
+                if constexpr (Drop::enabled) drop.apply(dr, n, site, drop_row, j0);
+                kernels::softmax_backward(dr, pr, n, di[r], scale);
+                if constexpr (Drop::enabled) drop.apply(pr, n, site, drop_row, j0);
+            }
+            // dv[tile] += drop(P)ᵀ: (n, rows) · d_o_block: (rows, Dh)
+            kernels::transpose(rows, n, p, ld, tt, RB);
+            kernels::gemm(n, Dh, rows, tt, RB, d_o + i0 * lddo, lddo, dv + j0 * lddv, lddv, static_cast<const T*>(nullptr),
+                          identity_op{}, static_cast<T*>(nullptr), true);
+            // dq_block += dS: (rows, n) · k[tile]: (n, Dh)
+            kernels::gemm(rows, Dh, n, ds, ld, k + j0 * ldk, ldk, dq + i0 * lddq, lddq, static_cast<const T*>(nullptr),
+                          identity_op{}, static_cast<T*>(nullptr), true);
+            // dk[tile] += dSᵀ: (n, rows) · q_block: (rows, Dh)
+            kernels::transpose(rows, n, ds, ld, tt, RB);
+            kernels::gemm(n, Dh, rows, tt, RB, q + i0 * ldq, ldq, dk + j0 * lddk, lddk, static_cast<const T*>(nullptr),
+                          identity_op{}, static_cast<T*>(nullptr), true);
+        }
+    }
 }
 
 }  // namespace ctformer

@@ -1,0 +1,213 @@
+// ctformer/modules/attention.hpp — torch.nn.MultiheadAttention as the decoder layer uses it:
+// self-attention (q, k, v from the same rows) and cross-attention (q from the rows, k, v from the
+// memory), forward and backward side by side, and the key/value *sources* that let the full
+// forward and the cached step share the same code.
+#pragma once
+#include <array>
+#include <cstddef>
+
+#include "../dropout.hpp"
+#include "../params.hpp"
+#include "attention_head.hpp"
+#include "linear.hpp"
+
+namespace ctformer::modules {
+
+template <class Cfg> struct attention {
+    using T = typename Cfg::value_type;
+    using Params = LayerParams<Cfg>;
+    static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
+
+    static T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
+
+    // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
+    // The full forward projects them and transposes keys into scratch; the step appends them to
+    // a KVCache and reads the cache. Everything else in the pipeline is shared.
+    struct kv_view {
+        const T* kt;  // keys transposed: (Dh, keys) at stride ldk
+        std::size_t ldk;
+        const T* v;  // values: (keys, Dh) at stride ldv
+        std::size_t ldv;
+        std::size_t keys;   // number of keys visible to this call
+        std::size_t rows;   // query rows of batch row b in this call
+        std::size_t qpos0;  // absolute position of the first query row
+    };
+    // Forward, self-attention: keys of the Tq rows themselves.
+    struct transient_self {
+        T* kt;
+        std::size_t Tq;
+        kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
+            transpose_keys(Tq, Dh, k, ld, kt, Tq);
+            return {kt, Tq, v, ld, Tq, Tq, 0};
+        }
+    };
+    // Forward, cross-attention: keys/values of the memory rows, projected once per call.
+    struct transient_cross {
+        T* kt;
+        const T* kv_mem;  // (B*S, 2D): k | v per memory row
+        std::size_t S, Tq;
+        kv_view operator()(std::size_t b, std::size_t h) const {
+            const T* kv = kv_mem + b * S * 2 * D + h * Dh;
+            transpose_keys(S, Dh, kv, 2 * D, kt, S);
+            return {kt, S, kv + D, 2 * D, S, Tq, 0};
+        }
+    };
+    // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
+    template <class Cache> struct cached_self {
+        Cache& cache;
+        const std::array<std::size_t, Cache::batch>& pos0;
+        const std::array<std::size_t, Cache::batch>& count;
+        kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
+            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
+            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
+                    pos0[b]};
+        }
+    };
+    // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
+    template <class Cache, std::size_t B> struct cached_cross {
+        const Cache& cache;
+        const std::array<std::size_t, B>& pos0;
+        const std::array<std::size_t, B>& count;
+        kv_view operator()(std::size_t b, std::size_t h) const {
+            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
+        }
+    };
+    struct no_source {};
+
+    // Where a call's buffers are: the workspace's (inference) or the Activations' (training, so
+    // backward finds them). lse null: not saved.
+    struct buffers {
+        T* qkv;     // (B*Tq, 3D) self q|k|v, or (B*Tq, D) cross q
+        T* ctx;     // (B*Tq, D)
+        T* lse;     // (B*H*Tq) or null
+        T* scores;  // one score tile
+        T* pack;
+    };
+
+    // ---- Forward ----
+    // Multi-head self-attention of x: (B*Tq, D) -> out: (B*Tq, D) (accumulate: out += it).
+    template <class Src, class Mask, class Drop>
+    static void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
+                             const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
+        const auto& a = p.self_attn;
+        // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
+        linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, 3 * D, bf.pack);
+        const T scale = score_scale();
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const T* base = bf.qkv + b * Tq * 3 * D + h * Dh;
+                const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
+                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
+                           bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights,
+                           bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+            }
+        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+    }
+
+    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
+    // (accumulate: out += it).
+    template <class Src, class Mask, class Drop>
+    static void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
+                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
+        const auto& a = p.multihead_attn;
+        // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
+        linear::forward(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), bf.qkv, D, bf.pack);
+        const T scale = score_scale();
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const kv_view kv = src(b, h);
+                attend<Dh>(kv.rows, kv.keys, bf.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                           bf.ctx + b * Tq * D + h * Dh, D, bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
+                           dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+            }
+        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+    }
+
+    // mem: (rows, D) -> kv: (rows, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
+    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
+        const auto& a = p.multihead_attn;
+        const T* bias = a.in_bias_data();
+        linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, 2 * D, pack);
+    }
+
+    // out (+)= ctx · out_projᵀ + bias
+    template <class MHA>
+    static void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
+        linear::forward(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), out, D, pack,
+                        kernels::identity_op{}, accumulate);
+    }
+
+    // ---- Backward ----
+    // Saved by the forward: x: (B*Tq, D) its input, qkv: (B*Tq, 3D), ctx: (B*Tq, D), lse. From
+    // dy: (B*Tq, D) (the output's gradient): grads of self_attn (+=) and dx (+)= the input's
+    // gradient. Scratch: d_qkv (B*Tq, 3D), d_ctx (B*Tq, D), kt, vt (Dh, Tq), tiles.
+    struct grad_scratch {
+        T* d_q;    // (rows, 3D) self / (rows, D) cross
+        T* d_kv;   // cross: (B*S, 2D)
+        T* d_ctx;  // (rows, D)
+        T* kt;
+        T* vt;
+        T* tiles;
+        T* pack;
+    };
+    template <class Mask, class Drop>
+    static void self_backward(const Params& p, Params& g, const T* x, const T* qkv, const T* ctx, const T* lse,
+                              const T* dy, T* dx, bool accumulate, std::size_t B, std::size_t Tq, const Mask& mask,
+                              const Drop& drop, const grad_scratch& s) {
+        const auto& a = p.self_attn;
+        auto& ga = g.self_attn;
+        const std::size_t M = B * Tq;
+        out_backward(a, ga, ctx, dy, M, s);
+        for (std::size_t i = 0; i < M * 3 * D; ++i) s.d_q[i] = T(0);
+        const T scale = score_scale();
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const std::size_t o = b * Tq * 3 * D + h * Dh, oc = b * Tq * D + h * Dh;
+                attend_head_backward(Tq, Tq, Dh, qkv + o, 3 * D, qkv + o + D, 3 * D, qkv + o + 2 * D, 3 * D, ctx + oc, D,
+                                     lse + (b * H + h) * Tq, s.d_ctx + oc, D, s.d_q + o, 3 * D, s.d_q + o + D, 3 * D,
+                                     s.d_q + o + 2 * D, 3 * D, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
+                                     drop, dropout_site::self_attn_weights);
+            }
+        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 3, x, M, s.d_q, 3 * D, ga.in_bias_data(), dx,
+                         accumulate, s.pack);
+    }
+
+    // Saved: x: (B*Tq, D) the query rows' input, q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D),
+    // ctx, lse. Grads of multihead_attn (+=), dx (+)= the queries' input gradient and d_mem +=
+    // the memory's.
+    template <class Mask, class Drop>
+    static void cross_backward(const Params& p, Params& g, const T* x, const T* q, const T* mem, const T* kv_mem,
+                               const T* ctx, const T* lse, const T* dy, T* dx, bool accumulate, T* d_mem,
+                               std::size_t B, std::size_t Tq, std::size_t S, const Mask& mask, const Drop& drop,
+                               const grad_scratch& s) {
+        const auto& a = p.multihead_attn;
+        auto& ga = g.multihead_attn;
+        const std::size_t M = B * Tq;
+        out_backward(a, ga, ctx, dy, M, s);
+        for (std::size_t i = 0; i < M * D; ++i) s.d_q[i] = T(0);
+        for (std::size_t i = 0; i < B * S * 2 * D; ++i) s.d_kv[i] = T(0);
+        const T scale = score_scale();
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t h = 0; h < H; ++h) {
+                const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * 2 * D + h * Dh;
+                attend_head_backward(Tq, S, Dh, q + oq, D, kv_mem + okv, 2 * D, kv_mem + okv + D, 2 * D, ctx + oq, D,
+                                     lse + (b * H + h) * Tq, s.d_ctx + oq, D, s.d_q + oq, D, s.d_kv + okv, 2 * D,
+                                     s.d_kv + okv + D, 2 * D, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
+                                     drop, dropout_site::cross_attn_weights);
+            }
+        T* gb = ga.in_bias_data();
+        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
+        linear::backward(a.in_proj_weight, ga.in_proj_weight, 1, 2, mem, B * S, s.d_kv, 2 * D, gb ? gb + D : nullptr,
+                         d_mem, true, s.pack);
+    }
+
+  private:
+    // out_proj's backward: its grads (+=) and d_ctx = dy · W_o.
+    template <class MHA>
+    static void out_backward(const MHA& a, MHA& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
+        linear::backward(a.out_proj.weight, ga.out_proj.weight, 0, 1, ctx, M, dy, D, ga.out_proj.bias_data(), s.d_ctx,
+                         false, s.pack);
+    }
+};
+
+}  // namespace ctformer::modules

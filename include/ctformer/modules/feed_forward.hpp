@@ -1,0 +1,62 @@
+// ctformer/modules/feed_forward.hpp — the position-wise feed-forward network
+// linear2(dropout(act(linear1(x)))): forward and backward side by side. The output's dropout
+// and the residual add belong to the layer.
+#pragma once
+#include <cstddef>
+
+#include "../dropout.hpp"
+#include "../kernels/elementwise.hpp"
+#include "../params.hpp"
+#include "../policies.hpp"
+#include "linear.hpp"
+
+namespace ctformer::modules {
+
+template <class Cfg> struct feed_forward {
+    using T = typename Cfg::value_type;
+    using Act = typename Cfg::activation_type;
+    using Params = LayerParams<Cfg>;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+
+    // out: (rows, D) = FF(x: (rows, D)), or out += FF(x) (accumulate: the residual add fused into
+    // linear2's epilogue). hidden: (rows, F) scratch. Training (u non-null) saves linear1's output
+    // before the activation, u: (rows, F), for backward; otherwise the activation is linear1's
+    // epilogue. Dropout after the activation, rows numbered by dropout_row_id(r, Tq).
+    template <class Drop>
+    static void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
+                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr) {
+        if (u) {
+            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, F, pack);
+            kernels::map(u, hidden, rows * F, Act{});
+        } else {
+            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, F, pack, Act{});
+        }
+        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
+        linear::forward(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
+                        accumulate);
+    }
+
+    // From x: (rows, D) and u: (rows, F) (the forward's input and saved pre-activation) and
+    // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=), and
+    // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) scratch.
+    template <class Drop>
+    static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
+                         bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+        static_assert(differentiable_activation<Act, T>,
+                      "ctformer: the activation has no derivative: training needs a member derivative(x) "
+                      "(see policies.hpp)");
+        // h = dropout(act(u)) again, for linear2's weight gradient
+        kernels::map(u, hidden, rows * F, Act{});
+        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
+        linear::backward(p.linear2.weight, g.linear2.weight, 0, 1, hidden, rows, dy, D, g.linear2.bias_data(),
+                         static_cast<T*>(nullptr), false, pack);
+        // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
+        kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, F, pack, false);
+        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
+        kernels::mul_derivative(hidden, u, rows * F, Act{});
+        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, F, g.linear1.bias_data(), dx,
+                         accumulate, pack);
+    }
+};
+
+}  // namespace ctformer::modules

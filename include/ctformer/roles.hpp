@@ -1,0 +1,129 @@
+// ctformer/roles.hpp — the memory roles a call needs besides the Params: Workspace (scratch of
+// one forward), StepWorkspace (scratch of one decoding step), TrainWorkspace (scratch of a
+// training forward + backward) and Activations (what forward_train saves for backward).
+//
+// Each role is one list of members (a *_buffers struct) and a thin type over it whose `bytes` is
+// the list's sizeof: the byte size is never restated by hand. All sizes are compile-time
+// constants; place the objects in static storage or memory you own.
+#pragma once
+#include <cstddef>
+#include <type_traits>
+
+#include "dropout.hpp"
+#include "kernels/gemm.hpp"
+#include "modules/attention_head.hpp"
+
+namespace ctformer {
+
+namespace detail {
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct workspace_buffers {
+    static_assert(B > 0 && Tq > 0 && S > 0, "ctformer: batch, tgt_len and src_len must be non-zero");
+    using T = typename Cfg::value_type;
+    static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim, Dh = Cfg::head_dim;
+    static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
+    static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
+    alignas(64) T qkv[M * 3 * D];      // self: q|k|v per row; cross: q
+    alignas(64) T kv_mem[Ms * 2 * D];  // cross: k|v of every memory row
+    alignas(64) T ctx[M * D];          // concatenated head outputs
+    alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
+    alignas(64) T normed[pre_norm ? M * D : 1];
+    alignas(64) T hidden[M * F];
+    alignas(64) T kt[Dh * Smax];                                     // one head's keys, transposed
+    alignas(64) T scores[attention_row_block * attention_key_tile];  // one score tile
+    alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
+};
+
+// What backward needs beyond the forward's scratch (whose buffers it reuses for gradients:
+// qkv -> d_qkv, kv_mem -> d_kv, ctx -> d_ctx, hidden -> the FFN's hidden gradient).
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_buffers {
+    using base = workspace_buffers<Cfg, B, Tq, S>;
+    using T = typename base::T;
+    static constexpr std::size_t D = base::D, M = base::M, Ms = base::Ms, Dh = base::Dh, Smax = base::Smax,
+                                 pack_elems = base::pack_elems;
+    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(M > Ms ? M : Ms);
+    alignas(64) T grad[M * D];    // the residual stream's gradient
+    alignas(64) T dbranch[M * D];  // a branch's output gradient through its output dropout
+    alignas(64) T din[M * D];     // a branch's input gradient (pre-norm: before its norm)
+    alignas(64) T input[M * D];   // a branch's input, recomputed from the saved norm input
+    alignas(64) T vt[Dh * Smax];  // one head's values, transposed
+    alignas(64) T tiles[attention_backward_tile_elems];
+    // the weight-gradient GEMMs pack up to gemm_mc rows; the forward's pack serves when as large
+    alignas(64) T extra_pack[train_pack_elems > pack_elems ? train_pack_elems : 1];
+};
+
+template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
+    static_assert(B > 0 && Chunk > 0, "ctformer: batch and chunk must be non-zero");
+    using T = typename Cfg::value_type;
+    static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
+    // Staging for fill_cross_cache: projected memory rows, a block at a time.
+    static constexpr std::size_t fill_rows = 16;
+    static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows);
+    alignas(64) T qkv[M * 3 * D];
+    alignas(64) T ctx[M * D];
+    alignas(64) T branch[M * D];
+    alignas(64) T normed[pre_norm ? M * D : 1];
+    alignas(64) T hidden[M * F];
+    alignas(64) T scores[attention_row_block * attention_key_tile];
+    alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
+    alignas(64) T pack[pack_elems];
+};
+
+// Saved by forward_train for backward: O(Tq·D) per layer, never (Tq, S) per head.
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct activation_buffers {
+    static_assert(B > 0 && Tq > 0 && S > 0, "ctformer: batch, tgt_len and src_len must be non-zero");
+    using T = typename Cfg::value_type;
+    static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim, H = Cfg::heads;
+    static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1;
+    static constexpr std::size_t sublayers = cross ? 3 : 2, attentions = cross ? 2 : 1;
+    // pre-norm: the residual stream entering each sub-layer (its norm's input);
+    // post-norm: tgt, then each sub-layer's residual sum (its norm's input)
+    static constexpr std::size_t streams = pre_norm ? sublayers : sublayers + 1;
+    alignas(64) T x[streams][M * D];
+    alignas(64) T qkv[M * 3 * D];              // self-attention q|k|v
+    alignas(64) T q_cross[cross ? M * D : 1];   // cross-attention queries
+    alignas(64) T kv_mem[Ms * 2 * D];          // cross-attention k|v of the memory
+    alignas(64) T mem[Ms * D];                 // the memory (for its projection's weight gradient)
+    alignas(64) T ctx[attentions][M * D];      // each attention's output (before out_proj)
+    alignas(64) T lse[attentions][M * H];      // per (b, h, query row): log-sum-exp of the scores
+    alignas(64) T u[M * F];                    // linear1's output before the activation
+    dropout_config dropout{};                  // the forward's draws, regenerated by backward
+    bool filled = false;
+};
+}  // namespace detail
+
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
+struct Workspace : detail::workspace_buffers<Cfg, B, Tq, S> {
+    static constexpr std::size_t bytes = sizeof(detail::workspace_buffers<Cfg, B, Tq, S>);
+};
+
+// A Workspace that also serves backward (forward_train and backward share it).
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
+struct TrainWorkspace : Workspace<Cfg, B, Tq, S>, detail::train_buffers<Cfg, B, Tq, S> {
+    using extra = detail::train_buffers<Cfg, B, Tq, S>;
+    static constexpr std::size_t bytes = Workspace<Cfg, B, Tq, S>::bytes + sizeof(extra);
+    typename extra::T* train_pack() {
+        if constexpr (extra::train_pack_elems > extra::pack_elems) return this->extra_pack;
+        else return this->pack;
+    }
+};
+
+template <class Cfg, std::size_t B, std::size_t Chunk> struct StepWorkspace : detail::step_buffers<Cfg, B, Chunk> {
+    static constexpr std::size_t bytes = sizeof(detail::step_buffers<Cfg, B, Chunk>);
+};
+
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
+struct Activations : detail::activation_buffers<Cfg, B, Tq, S> {
+    static constexpr std::size_t batch = B, tgt_len = Tq, src_len = S;
+    static constexpr std::size_t bytes = sizeof(detail::activation_buffers<Cfg, B, Tq, S>);
+};
+
+template <class A> struct is_activations : std::false_type {};
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S>
+struct is_activations<Activations<Cfg, B, Tq, S>> : std::true_type {};
+template <class A> inline constexpr bool is_activations_v = is_activations<std::remove_cv_t<A>>::value;
+
+}  // namespace ctformer
