@@ -1,0 +1,100 @@
+// Gradients against PyTorch's autograd: every grad.* tensor of every fixture in tests/data
+// (post/pre-norm, every mask kind, GELU, no bias, double, the decoder-only block), through
+// forward_train + backward.
+#include "grad_fixture.hpp"
+
+TEST_CASE("backward vs PyTorch: post_relu_nomask") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+    test::GradFixture<L, 2, 5, 7> f("post_relu_nomask");
+    f.run("no masks");
+}
+
+TEST_CASE("backward vs PyTorch: post_relu_causal_mempad") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+    test::GradFixture<L, 2, 5, 7> f("post_relu_causal_mempad");
+    static ct::Tensor<bool, 5, 5> tgt_mask;
+    static ct::Tensor<bool, 2, 7> mem_pad;
+    f.input("input.tgt_mask", tgt_mask);
+    f.input("input.memory_key_padding_mask", mem_pad);
+    f.run("bool tensors", ct::mask_from(tgt_mask), ct::key_padding(mem_pad));
+    f.run("causal type + lengths", ct::causal{}, ct::key_lengths{7, 4});
+}
+
+TEST_CASE("backward vs PyTorch: pre_gelu_causal_tgtpad") {
+    using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<8>, ct::ffn_dim<64>, ct::norm_first<true>,
+                               ct::activation<ct::gelu>>;
+    test::GradFixture<L, 2, 6, 4> f("pre_gelu_causal_tgtpad");
+    static ct::Tensor<bool, 2, 6> tgt_pad;
+    f.input("input.tgt_key_padding_mask", tgt_pad);
+    f.run("causal && key_padding", ct::causal{} && ct::key_padding(tgt_pad));
+    f.run("causal && key_lengths", ct::causal{} && ct::key_lengths{6, 3});
+}
+
+TEST_CASE("backward vs PyTorch: post_float_masks") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+    test::GradFixture<L, 2, 5, 7> f("post_float_masks");
+    static ct::Tensor<float, 5, 5> tgt_mask;
+    static ct::Tensor<bool, 5, 7> mem_mask;
+    f.input("input.tgt_mask", tgt_mask);
+    f.input("input.memory_mask", mem_mask);
+    f.run("additive + bool", ct::mask_from(tgt_mask), ct::mask_from(mem_mask));
+}
+
+TEST_CASE("backward vs PyTorch: pre_per_head_masks") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>>;
+    test::GradFixture<L, 2, 5, 7> f("pre_per_head_masks");
+    static ct::Tensor<bool, 8, 5, 5> tgt_mask;
+    static ct::Tensor<bool, 8, 5, 7> mem_mask;
+    f.input("input.tgt_mask", tgt_mask);
+    f.input("input.memory_mask", mem_mask);
+    f.run("per-head (B*H,T,S)", ct::mask_from(tgt_mask), ct::mask_from(mem_mask));
+    f.run("per-head (B,H,T,S)", ct::mask_from(ct::view<2, 4, 5, 5>(tgt_mask.data())),
+          ct::mask_from(ct::view<2, 4, 5, 7>(mem_mask.data())));
+}
+
+TEST_CASE("backward vs PyTorch: post_nobias, pre_nobias_gelu") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::bias<false>>;
+    test::GradFixture<L, 2, 5, 7> f("post_nobias");
+    f.run("causal", ct::causal{});
+    using P = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::bias<false>, ct::norm_first<true>,
+                               ct::activation<ct::gelu>>;
+    test::GradFixture<P, 2, 5, 7> g("pre_nobias_gelu");
+    g.run("causal", ct::causal{});
+}
+
+TEST_CASE("backward vs PyTorch: post_f64_all_masks") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::dtype<double>>;
+    test::GradFixture<L, 2, 5, 7> f("post_f64_all_masks");
+    static ct::Tensor<bool, 5, 5> tgt_mask;
+    static ct::Tensor<bool, 2, 5> tgt_pad;
+    static ct::Tensor<bool, 5, 7> mem_mask;
+    static ct::Tensor<bool, 2, 7> mem_pad;
+    f.input("input.tgt_mask", tgt_mask);
+    f.input("input.tgt_key_padding_mask", tgt_pad);
+    f.input("input.memory_mask", mem_mask);
+    f.input("input.memory_key_padding_mask", mem_pad);
+    f.run("all bool tensors", ct::mask_from(tgt_mask) && ct::key_padding(tgt_pad),
+          ct::mask_from(mem_mask) && ct::key_padding(mem_pad));
+    f.run("causal && lengths", ct::causal{} && ct::key_lengths{5, 2}, ct::mask_from(mem_mask) && ct::key_lengths{6, 7});
+}
+
+TEST_CASE("backward vs PyTorch: pre_eps_1e-3, medium_pre_gelu") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
+                               ct::layer_norm_eps<1, 1000>>;
+    test::GradFixture<L, 2, 5, 7> f("pre_eps_1e-3");
+    f.run("causal", ct::causal{});
+    using M = ct::DecoderLayer<ct::d_model<128>, ct::heads<8>, ct::ffn_dim<512>, ct::norm_first<true>,
+                               ct::activation<ct::gelu>>;
+    test::GradFixture<M, 1, 32, 48> g("medium_pre_gelu");
+    g.run("causal", ct::causal{});
+}
+
+TEST_CASE("backward vs PyTorch: decoder-only blocks") {
+    using L = ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>, ct::norm_first<true>,
+                                   ct::activation<ct::gelu>>;
+    test::GradFixture<L, 2, 12, 12> f("gpt_block");
+    f.run("causal", ct::causal{});
+    using G = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>;
+    test::GradFixture<G, 1, 9, 9> g("gpt_block_f64_post");
+    g.run("causal", ct::causal{});
+}
