@@ -1,4 +1,5 @@
-// Zero heap allocations in forward (eval and training), in every configuration and mask kind.
+// Zero heap allocations in forward (eval and training), backward, and steps, in every
+// configuration and mask kind.
 // This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
 #include "alloc_counter.hpp"
 #include "common.hpp"
@@ -14,6 +15,11 @@ template <class L, std::size_t B, std::size_t T, std::size_t S> struct Rig {
     static inline ct::Tensor<bool, B, S> pad;
     static inline ct::Tensor<V, L::H * B, T, T> add;
     static inline ct::Tensor<bool, T, S> bm;
+    static inline typename L::template TrainWorkspace<B, T, S> tws;
+    static inline typename L::template Activations<B, T, S> acts;
+    static inline typename L::Grads grads;
+    static inline ct::Tensor<V, B, T, L::D> d_tgt;
+    static inline ct::Tensor<V, B, S, L::D> d_mem;
     Rig() {
         ref::randomize(params, 3);
         ref::randomize_tensor(tgt, 4);
@@ -21,25 +27,32 @@ template <class L, std::size_t B, std::size_t T, std::size_t S> struct Rig {
         pad(0, S - 1) = true;
     }
     void all() {
+        bool ok = true;
         const std::size_t n = alloc_counter::during([&] {
             if constexpr (L::cross) {
                 L::forward(params, ws, tgt, mem, out);
                 L::forward(params, ws, tgt, mem, out, ct::causal{} && ct::mask_from(add), ct::key_padding(pad) && ct::mask_from(bm));
                 L::forward(params, ws, tgt, mem, out, ct::key_lengths<B>{}, ct::causal{});
                 L::forward_train(params, ws, tgt, mem, out, ct::dropout_config{0.1f, 0.2f, 0.3f, 1, 2}, ct::causal{});
+                L::forward_train(params, tws, acts, tgt, mem, out, ct::dropout_config{0.1f, 0.2f, 0.3f, 1, 2}, ct::causal{},
+                                 ct::key_padding(pad));
+                ok = ok && L::backward(params, acts, tws, out, grads, d_tgt, d_mem, ct::causal{}, ct::key_padding(pad)).ok();
             } else {
                 L::forward(params, ws, tgt, out, ct::causal{});
                 L::forward(params, ws, tgt, out, ct::causal{} && ct::mask_from(add));
                 L::forward_train(params, ws, tgt, out, ct::dropout_config{0.1f, -1, -1, 1, 2}, ct::causal{});
+                L::forward_train(params, tws, acts, tgt, out, ct::dropout_config{0.1f, -1, -1, 1, 2}, ct::causal{});
+                ok = ok && L::backward(params, acts, tws, out, grads, d_tgt, ct::causal{}).ok();
             }
         });
+        CHECK(ok);
         CHECK(n == 0);
         for (std::size_t i = 0; i < out.size; ++i) REQUIRE(std::isfinite(static_cast<double>(out.storage[i])));
     }
 };
 }  // namespace
 
-TEST_CASE("no heap allocation in forward / forward_train") {
+TEST_CASE("no heap allocation in forward / forward_train / backward") {
     // the counter works
     CHECK(alloc_counter::during([] {
         int* volatile p = new int(3);
