@@ -66,6 +66,38 @@ template <const shape& s> void BM_ctformer(benchmark::State& st) {
     flop_counters(st, layer_flops(s));
 }
 
+// A training step: forward_train (saving Activations, dropout p = 0) + backward, gradients
+// accumulated into grads. FLOPs counted as 3x the forward's (the backward's two GEMMs per weight).
+template <const shape& s> void BM_ctformer_train(benchmark::State& st) {
+    using L = typename layer_of<s>::type;
+    static typename L::Params p;
+    static typename L::Grads g;
+    static typename L::template TrainWorkspace<s.B, s.T, s.S> ws;
+    static typename L::template Activations<s.B, s.T, s.S> acts;
+    static ct::Tensor<float, s.B, s.T, s.D> tgt, out, d_out, d_tgt;
+    static ct::Tensor<float, s.B, s.S, s.D> mem, d_mem;
+    fill(p);
+    fill_tensor(tgt);
+    fill_tensor(mem);
+    fill_tensor(d_out);
+    const ct::dropout_config none{0.0f, 0.0f, 0.0f, 0, 0};
+    for (auto _ : st) {
+        if constexpr (s.cross) {
+            L::forward_train(p, ws, acts, tgt, mem, out, none, ct::causal{});
+            if (!L::backward(p, acts, ws, d_out, g, d_tgt, d_mem, ct::causal{})) st.SkipWithError("backward failed");
+        } else {
+            L::forward_train(p, ws, acts, tgt, out, none, ct::causal{});
+            if (!L::backward(p, acts, ws, d_out, g, d_tgt, ct::causal{})) st.SkipWithError("backward failed");
+        }
+        benchmark::DoNotOptimize(d_tgt.storage[0]);
+        benchmark::ClobberMemory();
+    }
+    flop_counters(st, 3 * layer_flops(s));
+    st.counters["act_bytes"] = double(L::template Activations<s.B, s.T, s.S>::bytes);
+    st.counters["ws_bytes"] = double(L::template Workspace<s.B, s.T, s.S>::bytes);
+    st.counters["train_ws_bytes"] = double(L::template TrainWorkspace<s.B, s.T, s.S>::bytes);
+}
+
 // Weights a step reads: self in_proj + out_proj, cross q + out_proj, FFN (cross K/V are cached).
 constexpr double step_weight_bytes(const shape& s) { return 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F); }
 
@@ -177,6 +209,25 @@ template <const shape& s> void BM_libtorch(benchmark::State& st) {
     for (auto _ : st) benchmark::DoNotOptimize(layer->forward(tgt, mem, mask).data_ptr());
     flop_counters(st, layer_flops(s));
 }
+
+// libtorch autograd: forward + backward of sum(out · d_out) (train mode, dropout 0), gradients
+// accumulated into the parameters' .grad as PyTorch users do.
+template <const shape& s> void BM_libtorch_train(benchmark::State& st) {
+    torch::set_num_threads(1);
+    torch::nn::TransformerDecoderLayer layer(
+        torch::nn::TransformerDecoderLayerOptions(int64_t(s.D), int64_t(s.H)).dim_feedforward(int64_t(s.F)).dropout(0.0));
+    layer->train();
+    auto tgt = torch::randn({int64_t(s.T), int64_t(s.B), int64_t(s.D)}).requires_grad_(true);
+    auto mem = torch::randn({int64_t(s.S), int64_t(s.B), int64_t(s.D)}).requires_grad_(true);
+    auto d_out = torch::randn({int64_t(s.T), int64_t(s.B), int64_t(s.D)});
+    auto mask = torch::full({int64_t(s.T), int64_t(s.T)}, -std::numeric_limits<float>::infinity()).triu(1);
+    for (auto _ : st) {
+        auto out = layer->forward(tgt, mem, mask);
+        out.backward(d_out);
+        benchmark::DoNotOptimize(tgt.grad().data_ptr());
+    }
+    flop_counters(st, 3 * layer_flops(s));
+}
 #endif
 
 // Best of the repetitions: on a shared machine the minimum is the least disturbed measurement.
@@ -193,6 +244,9 @@ CT_BENCH(BM_ctformer<batched>, "layer/batched/ctformer");
 CT_BENCH(BM_ctformer<gpt>, "layer/gpt/ctformer");
 CT_BENCH(BM_ctformer_step<tiny>, "step/tiny/ctformer");
 CT_BENCH(BM_ctformer_step<base>, "step/base/ctformer");
+CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
+CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
+CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");
 CT_BENCH(BM_step_gemvs<tiny>, "step/tiny/gemvs_only");
 CT_BENCH(BM_step_gemvs<base>, "step/base/gemvs_only");
 #ifdef CTFORMER_HAVE_EIGEN
@@ -208,5 +262,7 @@ CT_BENCH(BM_libtorch<tiny>, "layer/tiny/libtorch");
 CT_BENCH(BM_libtorch<small>, "layer/small/libtorch");
 CT_BENCH(BM_libtorch<base>, "layer/base/libtorch");
 CT_BENCH(BM_libtorch<batched>, "layer/batched/libtorch");
+CT_BENCH(BM_libtorch_train<tiny>, "train/tiny/libtorch");
+CT_BENCH(BM_libtorch_train<base>, "train/base/libtorch");
 #endif
 BENCHMARK_MAIN();

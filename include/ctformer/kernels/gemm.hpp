@@ -171,11 +171,16 @@ inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0
             for (std::size_t k = 0; k < kc; ++k)
                 for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[k * ldb + j] : T(0);
         }
-    } else {  // panels_t: b(k, n) = P(n, k), P (N, ·) in panel layout: NR x NR blocks transposed
-        for (std::size_t k = 0; k < kc; ++k) {
-            const std::size_t kk = k0 + k;
-            const T* src = b + ((kk / NR) * N + n0) * NR + kk % NR;
-            for (std::size_t j = 0; j < NR; ++j) bp[k * NR + j] = j < ncols ? src[j * NR] : T(0);
+    } else {  // panels_t: b(k, n) = P(n, k), P (N, ·) in panel layout: its (NR x NR) blocks are
+              // contiguous (rows n, columns k), so each is one small transpose read front to back
+        for (std::size_t kb = 0; kb < kc; kb += NR) {
+            const std::size_t kk = k0 + kb, kn = kc - kb < NR ? kc - kb : NR;
+            const T* blk = b + ((kk / NR) * N + n0) * NR + kk % NR;
+            T* dst = bp + kb * NR;
+            for (std::size_t j = 0; j < ncols; ++j)
+                for (std::size_t t = 0; t < kn; ++t) dst[t * NR + j] = blk[j * NR + t];
+            for (std::size_t j = ncols; j < NR; ++j)
+                for (std::size_t t = 0; t < kn; ++t) dst[t * NR + j] = T(0);
         }
     }
 }
@@ -184,14 +189,23 @@ inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0
 template <class T, a_layout AL>
 inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc, const T* a, std::size_t lda, T* ap) {
     constexpr std::size_t MR = gemm_tile<T>::MR;
-    for (std::size_t r = 0; r < MR; ++r) {
-        const bool in = m0 + r < M;
-        if constexpr (AL == a_layout::rows) {
+    if constexpr (AL == a_layout::rows) {
+        for (std::size_t r = 0; r < MR; ++r) {
             const T* src = a + (m0 + r) * lda + k0;
+            const bool in = m0 + r < M;
             for (std::size_t k = 0; k < kc; ++k) ap[k * MR + r] = in ? src[k] : T(0);
-        } else {
-            const T* src = a + k0 * lda + m0 + r;
-            for (std::size_t k = 0; k < kc; ++k) ap[k * MR + r] = in ? src[k * lda] : T(0);
+        }
+    } else {  // a's columns m0.. are contiguous in each stored row k: copy MR at a time
+        const std::size_t n = M - m0 < MR ? M - m0 : MR;
+        for (std::size_t k = 0; k < kc; ++k) {
+            const T* src = a + (k0 + k) * lda + m0;
+            T* dst = ap + k * MR;
+            if (n == MR) {
+#pragma GCC unroll 12
+                for (std::size_t r = 0; r < MR; ++r) dst[r] = src[r];
+            } else {
+                for (std::size_t r = 0; r < MR; ++r) dst[r] = r < n ? src[r] : T(0);
+            }
         }
     }
 }
