@@ -94,6 +94,20 @@ p("*Its weight GEMVs alone*: `step/<shape>/gemvs_only`, the step's six weight GE
   "same weights, same order) without attention, norms or cache writes: the floor of a step on this "
   "machine, measured in this run. *Eigen step*: `eigen_decoder.hpp`'s `Layer::step`, the cached "
   "decoding step one writes with Eigen (checked against the Eigen forward before timing).\n")
+p("## Training step (forward_train + backward, dropout 0; FLOPs = 3× the forward's)\n")
+p("| shape | ctformer | % of peak | libtorch autograd | vs libtorch | Activations | Workspace | Activations / Workspace |")
+p("|---|---|---|---|---|---|---|---|")
+for shape in ("tiny", "base", "gpt"):
+    c = layer.get("train/%s/ctformer" % shape)
+    if not c:
+        continue
+    o = layer.get("train/%s/libtorch" % shape)
+    pc = 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if peak and "flops" in c else 0
+    p("| %s | %.1f µs | %.0f%% | %s | %s | %.1f KB | %.1f KB | %.2f |" % (
+        shape, us(c), pc, ("%.0f µs" % us(o)) if o else "—", ("%.1f×" % (us(o) / us(c))) if o else "—",
+        c.get("act_bytes", 0) / 1e3, c.get("ws_bytes", 0) / 1e3,
+        c.get("act_bytes", 0) / c["ws_bytes"] if c.get("ws_bytes") else 0))
+p("")
 # ---- the performance issue's targets, checked against this run ----
 def t(name):
     return layer.get(name)
@@ -119,6 +133,12 @@ targets = [
     ("base step ≥ 28× faster than libtorch recomputing the prefix",
      us(t("layer/base/libtorch")) / us(t("step/base/ctformer")) if t("layer/base/libtorch") and t("step/base/ctformer") else None,
      "%.0f×", lambda v: v >= 28),
+    ("training step, base ≥ 75% of peak",
+     100.0 * t("train/base/ctformer")["flops"] / (us(t("train/base/ctformer")) * 1e-6) / (peak * 1e9)
+     if t("train/base/ctformer") and peak else None, "%.0f%%", lambda v: v >= 75),
+    ("training step, tiny ≥ 10× faster than libtorch autograd",
+     us(t("train/tiny/libtorch")) / us(t("train/tiny/ctformer")) if t("train/tiny/libtorch") and t("train/tiny/ctformer") else None,
+     "%.1f×", lambda v: v >= 10),
     ("tiny step ≤ 3 µs", us(t("step/tiny/ctformer")) if t("step/tiny/ctformer") else None, "%.1f µs", lambda v: v <= 3),
 ]
 p("## Targets (performance and incremental-decoding issues) in this run\n")
