@@ -56,7 +56,7 @@ template <class Layer, std::size_t B, std::size_t Tq, std::size_t S> struct Grad
     }
 
     // forward_train (no dropout) then backward with the given masks; every gradient checked.
-    template <class... M> void run(const char* variant, const M&... masks) {
+    template <class... M> void run_backward(const char* variant, const M&... masks) {
         ct::zero_params(grads);
         for (auto& v : d_tgt.storage) v = T(0);
         for (auto& v : d_mem.storage) v = T(0);
