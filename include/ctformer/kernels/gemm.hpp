@@ -177,10 +177,14 @@ inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0
             const std::size_t kk = k0 + kb, kn = kc - kb < NR ? kc - kb : NR;
             const T* blk = b + ((kk / NR) * N + n0) * NR + kk % NR;
             T* dst = bp + kb * NR;
-            for (std::size_t j = 0; j < ncols; ++j)
-                for (std::size_t t = 0; t < kn; ++t) dst[t * NR + j] = blk[j * NR + t];
-            for (std::size_t j = ncols; j < NR; ++j)
-                for (std::size_t t = 0; t < kn; ++t) dst[t * NR + j] = T(0);
+            if (ncols == NR) {
+                for (std::size_t t = 0; t < kn; ++t)
+#pragma GCC unroll 32
+                    for (std::size_t j = 0; j < NR; ++j) dst[t * NR + j] = blk[j * NR + t];
+            } else {
+                for (std::size_t t = 0; t < kn; ++t)
+                    for (std::size_t j = 0; j < NR; ++j) dst[t * NR + j] = j < ncols ? blk[j * NR + t] : T(0);
+            }
         }
     }
 }
