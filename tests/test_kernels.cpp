@@ -292,9 +292,38 @@ TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in doc
                                    << max_rel << " = " << max_rel / eps << " eps");
         CHECK(max_rel <= (sizeof(T) == 4 ? f.bound_float : f.bound_double) * eps);
     }
-    // exp(-inf) = 0 and GELU at 0 / large |x| behave
-    alignas(64) T in[W], out[W];
-    for (std::size_t l = 0; l < W; ++l) in[l] = -std::numeric_limits<T>::infinity();
-    ct::simd::store(out, ct::simd::vexp(ct::simd::load(in)));
-    for (std::size_t l = 0; l < W; ++l) CHECK(out[l] == T(0));
+    // Special values (xsimd alone converts ±inf/NaN to an integer: undefined behaviour, caught by
+    // UBSan): exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN, and the clamp edges are exact.
+    using lim = std::numeric_limits<T>;
+    const T specials[] = {-lim::infinity(), lim::infinity(), lim::quiet_NaN(), -lim::max(), lim::max(),
+                          T(-1000),         T(1000),         T(-104),          T(89),       T(0)};
+    for (const T x : specials) {
+        alignas(64) T in[W], out[W];
+        for (std::size_t l = 0; l < W; ++l) in[l] = x;
+        ct::simd::store(out, ct::simd::vexp(ct::simd::load(in)));
+        const T want = std::exp(x);
+        INFO("exp(" << x << ") = " << out[0] << ", libm " << want);
+        for (std::size_t l = 0; l < W; ++l) {
+            if (std::isnan(want)) CHECK(std::isnan(out[l]));
+            else if (want == T(0) || std::isinf(want)) CHECK(out[l] == want);
+            else CHECK(std::fabs(out[l] - want) <= 4 * lim::epsilon() * want + lim::denorm_min() * 4);
+        }
+    }
+}
+
+TEST_CASE_TEMPLATE("kernels: all_finite finds any NaN or inf, at every position and stride", T, float, double) {
+    using lim = std::numeric_limits<T>;
+    std::vector<T> x(7 * 37, T(1.5));
+    CHECK(ct::kernels::all_finite(x.data(), 7, 33, 37));
+    x[5 * 37 + 35] = lim::quiet_NaN();  // outside the 33 columns: not looked at
+    CHECK(ct::kernels::all_finite(x.data(), 7, 33, 37));
+    for (const T bad : {lim::quiet_NaN(), lim::infinity(), -lim::infinity()})
+        for (std::size_t i : {std::size_t{0}, std::size_t{16}, std::size_t{32}, std::size_t{6 * 37 + 32}}) {
+            const T keep = x[i];
+            x[i] = bad;
+            CHECK_FALSE(ct::kernels::all_finite(x.data(), 7, 33, 37));
+            x[i] = keep;
+        }
+    x[0] = lim::max();
+    CHECK(ct::kernels::all_finite(x.data(), 7, 33, 37));
 }

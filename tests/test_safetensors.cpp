@@ -1,6 +1,7 @@
 // safetensors reader/writer: round trips, dtype conversion, and every malformed or mismatched
 // input rejected with an error value naming the tensor, leaving the params untouched.
 #include <cstring>
+#include <limits>
 
 #include "common.hpp"
 #include "reference.hpp"
@@ -12,17 +13,20 @@ struct spec {
     std::string name, dtype;
     std::vector<std::size_t> shape;
     long long extra_bytes = 0;  // declared span minus the correct one
+    std::size_t gap_before = 0;  // unused bytes in the data section before this tensor
 };
 std::size_t dsize(const std::string& d) { return d == "F64" || d == "I64" ? 8 : d == "BOOL" || d == "U8" ? 1 : d == "F16" ? 2 : 4; }
 
 // A safetensors buffer from specs (data: an increasing ramp so values are checkable).
-std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& header_override = "") {
+std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& header_override = "",
+                             std::size_t trailing = 0) {
     std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
     std::size_t off = 0;
     for (const spec& s : specs) {
         std::size_t n = 1;
         for (auto d : s.shape) n *= d;
         const std::size_t bytes = static_cast<std::size_t>(static_cast<long long>(n * dsize(s.dtype)) + s.extra_bytes);
+        off += s.gap_before;
         h.append(",\"").append(s.name).append("\":{\"dtype\":\"").append(s.dtype).append("\",\"shape\":[");
         for (std::size_t i = 0; i < s.shape.size(); ++i) h.append(i ? "," : "").append(std::to_string(s.shape[i]));
         h.append("],\"data_offsets\":[").append(std::to_string(off)).append(",").append(std::to_string(off + bytes)).append("]}");
@@ -30,7 +34,7 @@ std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& 
     }
     h += "}";
     if (!header_override.empty()) h = header_override, off = 64;
-    std::vector<std::byte> out(8 + h.size() + off);
+    std::vector<std::byte> out(8 + h.size() + off + trailing);
     std::uint64_t hn = h.size();
     for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = std::byte((hn >> (8 * i)) & 0xff);
     std::memcpy(out.data() + 8, h.data(), h.size());
@@ -38,6 +42,7 @@ std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& 
     for (const spec& s : specs) {
         std::size_t n = 1;
         for (auto d : s.shape) n *= d;
+        k += s.gap_before;
         for (std::size_t i = 0; i < n && k + dsize(s.dtype) <= out.size(); ++i) {
             if (s.dtype == "F64") { double v = 0.001 * double(i); std::memcpy(&out[k], &v, 8); }
             else if (s.dtype == "F32") { float v = 0.001f * float(i); std::memcpy(&out[k], &v, 4); }
@@ -63,11 +68,12 @@ std::vector<std::byte> snapshot(const L::Params& p) {
     return b;
 }
 
-void expect_error(const std::vector<std::byte>& file, ct::errc code, const std::string& tensor, const char* prefix = "") {
+void expect_error(const std::vector<std::byte>& file, ct::errc code, const std::string& tensor, const char* prefix = "",
+                  const ct::safetensors::load_options& opt = {}) {
     static L::Params p;
     ref::randomize(p, 5);
     const auto before = snapshot(p);
-    const ct::status st = ct::load_state_dict(p, file, prefix);
+    const ct::status st = ct::load_state_dict(p, file, prefix, opt);
     INFO("expected " << std::string(ct::to_string(code)) << " '" << tensor << "', got " << std::string(ct::to_string(st.code)) << " '"
                      << std::string(st.tensor_name()) << "'");
     CHECK(st.code == code);
@@ -163,4 +169,65 @@ TEST_CASE("safetensors: name, shape and dtype mismatches are errors, params unto
         s[2].dtype = "I32";
         expect_error(build(s), ct::errc::wrong_dtype, "self_attn.out_proj.weight", "params.");
     }
+}
+
+// Regression tests of the defects issue 11 found (each failed before its fix).
+TEST_CASE("safetensors: data-section gaps and trailing bytes are errors (as in the reference reader)") {
+    auto specs = layer_specs("");
+    static L::Params p;
+    REQUIRE(ct::load_state_dict(p, build(specs)).ok());
+    specs[3].gap_before = 4;
+    expect_error(build(specs), ct::errc::bad_offsets, specs[3].name);
+    expect_error(build(layer_specs(""), "", 4), ct::errc::bad_offsets, "");
+    expect_error(build(layer_specs(""), "", 1), ct::errc::bad_offsets, "");
+}
+
+TEST_CASE("safetensors: escaped names are decoded (lookup, duplicates), bad escapes are malformed") {
+    auto specs = layer_specs("");
+    for (auto& sp : specs)
+        if (sp.name == "norm2.bias") sp.name = "norm2.bia\\u0073";  // JSON for "norm2.bias"
+    static L::Params a, b;
+    REQUIRE(ct::load_state_dict(a, build(layer_specs(""))).ok());
+    const ct::status st = ct::load_state_dict(b, build(specs));
+    INFO(ct::to_string(st.code) << " " << std::string(st.tensor_name()));
+    REQUIRE(st.ok());
+    CHECK(snapshot(a) == snapshot(b));
+    auto dup = layer_specs("");
+    dup.push_back({"norm2.bia\\u0073", "F32", {8}});
+    expect_error(build(dup), ct::errc::duplicate_tensor, "norm2.bia\\u0073");
+    auto esc = layer_specs("");  // every escape form, and a two-unit (surrogate pair) character
+    esc.push_back({"x\\\"\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00", "F32", {1}});
+    expect_error(build(esc), ct::errc::unexpected_tensor, esc.back().name);
+    for (const char* bad : {"\\ud83d", "\\ude00", "\\ud83dx", "\\u12", "\\x"}) {
+        auto s = layer_specs("");
+        s.push_back({std::string("y") + bad, "F32", {1}});
+        ct::safetensors::file<32> idx;
+        INFO(bad);
+        CHECK(idx.parse(build(s)).code == ct::errc::malformed_header);
+    }
+    ct::safetensors::file<32> idx;  // the decoded name is found by its plain spelling
+    REQUIRE(idx.parse(build(esc)).ok());
+    CHECK(idx.find("x\"/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80") != nullptr);
+}
+
+TEST_CASE("safetensors: values that do not fit are errors; non-finite and range options") {
+    auto specs = layer_specs("", "F64");
+    auto file = build(specs);
+    const double big = 1e300, nan = std::numeric_limits<double>::quiet_NaN();
+    std::memcpy(file.data() + file.size() - 8, &big, 8);  // last element of the last tensor
+    const std::string last = specs.back().name;
+    expect_error(file, ct::errc::value_out_of_range, last);  // float layer: never a silent inf
+    using LD = ct::DecoderOnlyBlock<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<12>, ct::dtype<double>>;
+    static LD::Params d;
+    CHECK(ct::load_state_dict(d, file).ok());  // a double layer holds it
+    std::memcpy(file.data() + file.size() - 8, &nan, 8);
+    static L::Params p;
+    CHECK(ct::load_state_dict(p, file).ok());  // NaN is accepted unless asked
+    expect_error(file, ct::errc::non_finite, last, "", {.reject_non_finite = true});
+    expect_error(build(specs), ct::errc::value_out_of_range, specs[0].name, "", {.max_abs = 1e-4});
+    CHECK(ct::load_state_dict(p, build(specs), "", {.reject_non_finite = true, .max_abs = 1e3}).ok());
+}
+
+TEST_CASE("safetensors: the convenience overload's stack index size is what docs/weights.md says") {
+    if constexpr (sizeof(void*) == 8) CHECK(sizeof(ct::safetensors::file<128>) == 13352);
 }

@@ -16,7 +16,7 @@ namespace ctformer {
 namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
-struct score_scale;
+struct score_scale; struct check_finite;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -39,6 +39,10 @@ template <bool B> struct attn_bias { using option_tag = tag::attn_bias; static c
 template <bool B> struct ffn_bias { using option_tag = tag::ffn_bias; static constexpr bool value = B; };
 template <bool B> struct norm_bias { using option_tag = tag::norm_bias; static constexpr bool value = B; };
 template <bool B> struct cross_attention { using option_tag = tag::cross_attention; static constexpr bool value = B; };
+// check_finite<true>: forward, forward_train, backward and step first check their inputs (tgt,
+// memory, d_out, step input) and return errc::non_finite, computing nothing, if any value is NaN or
+// inf. Off by default (one extra pass over the inputs).
+template <bool B> struct check_finite { using option_tag = tag::check_finite; static constexpr bool value = B; };
 
 namespace detail {
 template <class O> concept option = requires { typename O::option_tag; };
@@ -66,7 +70,8 @@ template <class... Opts> struct config {
     static_assert(unique<tag::d_model> && unique<tag::heads> && unique<tag::ffn_dim> && unique<tag::dtype> &&
                       unique<tag::activation> && unique<tag::norm> && unique<tag::norm_first> && unique<tag::eps> &&
                       unique<tag::bias> && unique<tag::attn_bias> && unique<tag::ffn_bias> &&
-                      unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale>,
+                      unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
+                      unique<tag::check_finite>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
 
@@ -85,6 +90,7 @@ template <class... Opts> struct config {
     static constexpr bool norm_bias = detail::pick<tag::norm_bias, ctformer::norm_bias<all_bias>, Opts...>::value;
     static constexpr bool cross_attention =
         detail::pick<tag::cross_attention, ctformer::cross_attention<true>, Opts...>::value;
+    static constexpr bool check_finite = detail::pick<tag::check_finite, ctformer::check_finite<false>, Opts...>::value;
 
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");
     static_assert(d_model > 0, "ctformer: d_model is zero or missing (add ct::d_model<N>)");

@@ -14,38 +14,19 @@
 
 namespace ctformer {
 
-template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity> struct KVCache {
-    static_assert(B > 0 && Capacity > 0, "ctformer: a KV cache needs a non-zero batch and capacity");
-    using value_type = T;
-    static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = Capacity;
+namespace detail {
+struct cache_access;  // the layer's (and stacks') way to advance a cache's lengths
 
-    // Zero-initialized: a step reads whole vectors of keys past a row's length (and ignores them).
-    alignas(64) T kt[B * H * Dh * Capacity]{};  // per (b, h): keys transposed, (Dh, Capacity)
-    alignas(64) T v[B * H * Capacity * Dh]{};   // per (b, h): values, (Capacity, Dh)
-    std::array<std::size_t, B> len{};         // cached positions per batch row
-
-    static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * Capacity + sizeof(std::array<std::size_t, B>);
+// Keys transposed per head, kt: (Dh, Capacity), and values (Capacity, Dh), per (b, h).
+// Zero-initialized: a step reads whole vectors of keys past a row's length (and ignores them).
+template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity> struct kv_storage {
+    alignas(64) T kt[B * H * Dh * Capacity]{};
+    alignas(64) T v[B * H * Capacity * Dh]{};
 
     T* keys_t(std::size_t b, std::size_t h) { return kt + (b * H + h) * Dh * Capacity; }
     const T* keys_t(std::size_t b, std::size_t h) const { return kt + (b * H + h) * Dh * Capacity; }
     T* values(std::size_t b, std::size_t h) { return v + (b * H + h) * Capacity * Dh; }
     const T* values(std::size_t b, std::size_t h) const { return v + (b * H + h) * Capacity * Dh; }
-
-    std::size_t length(std::size_t b) const { return len[b]; }
-    void reset() { len.fill(0); }
-    // Rewind row b to its first n positions (beam search, speculative decoding). n > length is an
-    // error and changes nothing.
-    status truncate(std::size_t b, std::size_t n) {
-        if (b >= B || n > len[b]) return status::error(errc::out_of_range);
-        len[b] = n;
-        return {};
-    }
-    status truncate_all(std::size_t n) {
-        for (std::size_t b = 0; b < B; ++b)
-            if (n > len[b]) return status::error(errc::out_of_range);
-        len.fill(n);
-        return {};
-    }
     // Stores key/value rows k: (Dh), v: (Dh) of position pos for (b, h).
     void put(std::size_t b, std::size_t h, std::size_t pos, const T* k, const T* vv) {
         T* kt_h = keys_t(b, h);
@@ -56,12 +37,63 @@ template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Cap
         }
     }
 };
+}  // namespace detail
 
-// Cross-attention keys/values of S memory positions: filled once, then only read.
-template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S>
-struct CrossKVCache : KVCache<T, B, H, Dh, S> {
-    static constexpr std::size_t src_len = S;
-    bool filled = false;
+// Self-attention keys/values of up to Capacity positions per batch row. The lengths are private:
+// only a step advances them (never past Capacity), and reset/truncate rewind them.
+template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity>
+class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity> {
+    static_assert(B > 0 && Capacity > 0, "ctformer: a KV cache needs a non-zero batch and capacity");
+    std::array<std::size_t, B> len_{};  // cached positions per batch row, each <= Capacity
+    friend struct detail::cache_access;
+
+  public:
+    using value_type = T;
+    static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = Capacity;
+    static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * Capacity + sizeof(std::array<std::size_t, B>);
+
+    // Positions cached for batch row b (0 for b >= batch).
+    std::size_t length(std::size_t b) const { return b < B ? len_[b] : 0; }
+    const std::array<std::size_t, B>& lengths() const { return len_; }
+    void reset() { len_.fill(0); }
+    // Rewind row b to its first n positions (beam search, speculative decoding). b >= batch or
+    // n > length is errc::out_of_range and changes nothing.
+    status truncate(std::size_t b, std::size_t n) {
+        if (b >= B || n > len_[b]) return status::error(errc::out_of_range);
+        len_[b] = n;
+        return {};
+    }
+    status truncate_all(std::size_t n) {
+        for (std::size_t b = 0; b < B; ++b)
+            if (n > len_[b]) return status::error(errc::out_of_range);
+        len_.fill(n);
+        return {};
+    }
 };
+
+// Cross-attention keys/values of the S memory positions: filled by fill_cross_cache, then only
+// read. Its own state is one flag: reset() empties it (a step then returns errc::cache_empty);
+// it has no per-row lengths to truncate.
+template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S>
+class CrossKVCache : public detail::kv_storage<T, B, H, Dh, S> {
+    static_assert(B > 0 && S > 0, "ctformer: a cross KV cache needs a non-zero batch and source length");
+    bool filled_ = false;
+    friend struct detail::cache_access;
+
+  public:
+    using value_type = T;
+    static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = S, src_len = S;
+    static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * S + sizeof(bool);
+
+    bool filled() const { return filled_; }
+    void reset() { filled_ = false; }
+};
+
+namespace detail {
+struct cache_access {
+    template <class C> static auto& lengths(C& c) { return c.len_; }
+    template <class C> static void set_filled(C& c, bool f) { c.filled_ = f; }
+};
+}  // namespace detail
 
 }  // namespace ctformer

@@ -62,58 +62,79 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
 
     // ---- Inference (eval mode: dropout is the identity) ----
+    // Every entry point returns a status: errc::out_of_range if a mask's runtime values do not fit
+    // (a key length above the key count), errc::non_finite for a NaN/inf input with
+    // check_finite<true>; on an error nothing is computed or written.
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires cross
-    static void forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
-                        const CrossMask& cm = {}) {
+    static status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
+                          const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
+        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
+            return st;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        return {};
     }
     // Decoder-only block: no memory.
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross)
-    static void forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
+    static status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
+        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
+            return st;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, no_dropout{}, static_cast<void*>(nullptr));
+        return {};
     }
 
     // ---- Training-mode forward: dropout at PyTorch's sites, reproducible from (seed, step) ----
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
-    static void forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
-                              const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {})
+    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
+                                const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {})
         requires cross
     {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
+        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
+            return st;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
+        return {};
     }
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
-    static void forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
-                              const SelfMask& sm = {})
+    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
+                                const SelfMask& sm = {})
         requires(!cross)
     {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
+        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
+            return st;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), static_cast<void*>(nullptr));
+        return {};
     }
     // The same, saving what backward needs into acts (Activations<B, Tq, S>).
     template <class Acts, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires(cross && is_activations_v<Acts>)
-    static void forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
-                              const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
+    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
+                                const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
         check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Mem::shape[1]>();
+        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
+            return st;
         acts.dropout = dc;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), &acts);
         acts.filled = true;
+        return {};
     }
     template <class Acts, class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross && is_activations_v<Acts>)
-    static void forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
-                              const SelfMask& sm = {}) {
+    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
+                                const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
         check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Tgt::shape[1]>();
+        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
+            return st;
         acts.dropout = dc;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), &acts);
         acts.filled = true;
+        return {};
     }
 
     // ---- Backward ----
@@ -121,7 +142,8 @@ template <class Cfg> struct Layer {
     // with respect to its output, ADDS (+=) the gradients of every parameter to grads, of tgt to
     // d_tgt and of memory to d_memory (zero them first; micro-batches then add up). The masks
     // must be the forward's; dropout is regenerated from the dropout_config it saved.
-    // Returns errc::no_activations (and changes nothing) if acts were never filled.
+    // Returns errc::no_activations (and changes nothing) if acts were never filled; the masks and
+    // d_out are checked as the forward's inputs are.
     template <class Acts, class WS, class DOut, class DTgt, class DMem, class SelfMask = no_mask,
               class CrossMask = no_mask>
         requires(cross && is_activations_v<Acts>)
@@ -130,6 +152,8 @@ template <class Cfg> struct Layer {
         check_shapes<DOut, DMem, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, CrossMask>();
         check_backward<Acts, WS, DOut>();
         if (!acts.filled) return status::error(errc::no_activations);
+        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, cm, Acts::src_len, d_out.data(), "d_out", nullptr); !st)
+            return st;
         backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), d_memory.data(), sm, cm,
                       dropout_rng(acts.dropout));
         return {};
@@ -141,6 +165,8 @@ template <class Cfg> struct Layer {
         check_shapes<DOut, DOut, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, no_mask>();
         check_backward<Acts, WS, DOut>();
         if (!acts.filled) return status::error(errc::no_activations);
+        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, no_mask{}, 0, d_out.data(), "d_out", nullptr); !st)
+            return st;
         backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), static_cast<T*>(nullptr), sm, no_mask{},
                       dropout_rng(acts.dropout));
         return {};
@@ -154,6 +180,21 @@ template <class Cfg> struct Layer {
     }
 
   private:
+    // The runtime checks of a call, before anything is written: each mask's values against its
+    // key count, then (check_finite<true>) the inputs X: (B, rows, D) and Mem (void: none).
+    template <class X, class Mem, class SM, class CM>
+    static status check_inputs(const SM& sm, std::size_t self_keys, const CM& cm, std::size_t cross_keys, const T* x,
+                               const char* x_name, const T* mem) {
+        if (!sm.valid(self_keys)) return status::error(errc::out_of_range, "self-attention mask");
+        if (!cm.valid(cross_keys)) return status::error(errc::out_of_range, "cross-attention mask");
+        if constexpr (Cfg::check_finite) {
+            if (!kernels::all_finite(x, 1, X::size, X::size)) return status::error(errc::non_finite, x_name);
+            if constexpr (!std::is_void_v<Mem>)
+                if (!kernels::all_finite(mem, 1, Mem::size, Mem::size)) return status::error(errc::non_finite, "memory");
+        }
+        (void)x, (void)x_name, (void)mem;
+        return {};
+    }
     template <class Tgt, class Mem, class Out, class WS, class SM, class CM> static constexpr void check_shapes() {
         static_assert(tensor_like<Tgt> && tensor_like<Mem> && tensor_like<Out>,
                       "ctformer: tgt, memory and out must be ct::Tensor / ct::TensorView (or have value_type, shape, "
@@ -343,14 +384,17 @@ template <class Cfg> struct Layer {
     }
 
     template <class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
-    static status step_impl(const Params& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, const X& x, Y& y,
-                            const std::array<std::size_t, Cache::batch>& count, const SM& sm, const CM& cm) {
+    static status step_impl(const Params& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
+                            const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,
+                            const CM& cm) {
         constexpr std::size_t B = X::shape[0], C = X::shape[1];
+        if (status st = check_inputs<X, void>(sm, Cache::capacity, cm, cross_keys, x.data(), "x", nullptr); !st)
+            return st;
         for (std::size_t b = 0; b < B; ++b) {
             if (count[b] > C) return status::error(errc::out_of_range);
-            if (cache.len[b] + count[b] > Cache::capacity) return status::error(errc::cache_full);
+            if (cache.length(b) + count[b] > Cache::capacity) return status::error(errc::cache_full);
         }
-        const std::array<std::size_t, B> pos0 = cache.len;
+        const std::array<std::size_t, B> pos0 = cache.lengths();
         const T* xin = x.data();
         T* yout = y.data();
         if constexpr (cross)
@@ -360,7 +404,7 @@ template <class Cfg> struct Layer {
             run_rows(p, ws, B, C, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
                      typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         for (std::size_t b = 0; b < B; ++b) {
-            cache.len[b] += count[b];
+            detail::cache_access::lengths(cache)[b] += count[b];
             for (std::size_t i = count[b]; i < C; ++i)  // rows not fed this step: zero, not stale
                 for (std::size_t d = 0; d < D; ++d) yout[(b * C + i) * D + d] = T(0);
         }
@@ -385,8 +429,7 @@ template <class Cfg> struct Layer {
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);
             }
-        cc.len.fill(S);
-        cc.filled = true;
+        detail::cache_access::set_filled(cc, true);
     }
 
     // Feeds the next Chunk positions of every batch row (x: (B, Chunk, D)) and writes their
@@ -413,11 +456,11 @@ template <class Cfg> struct Layer {
         check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM>();
         static_assert(CM::template fits<T, B, H, Cap, S>,
                       "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
-        if (!cc.filled) return status::error(errc::cache_empty);
+        if (!cc.filled()) return status::error(errc::cache_empty);
         auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
             return typename Attn::template cached_cross<CrossKVCache<B, S>, B>{cc, pos0, n};
         };
-        return step_impl(p, ws, cache, src, x, y, count, sm, cm);
+        return step_impl(p, ws, cache, src, S, x, y, count, sm, cm);
     }
     // Decoder-only block.
     template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
@@ -432,7 +475,7 @@ template <class Cfg> struct Layer {
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
         check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask>();
-        return step_impl(p, ws, cache, typename Attn::no_source{}, x, y, count, sm, no_mask{});
+        return step_impl(p, ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
     }
 };
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "tensor.hpp"
 
@@ -39,6 +40,9 @@ template <class T> constexpr T neg_inf = -std::numeric_limits<T>::infinity();
 
 struct mask_base {
     static constexpr bool has_apply = false;
+    // Whether the runtime values fit S keys (key_lengths: every length <= S). A layer entry point
+    // returns errc::out_of_range, naming the mask, and computes nothing when this is false.
+    constexpr bool valid(std::size_t) const { return true; }
     std::size_t key_end(std::size_t, std::size_t, std::size_t S) const { return S; }
     template <class T> void apply(const mask_row&, T*, std::size_t, std::size_t) const {}
 };
@@ -53,21 +57,41 @@ struct causal : mask_base {
     std::size_t key_end(std::size_t, std::size_t qpos, std::size_t S) const { return qpos + 1 < S ? qpos + 1 : S; }
 };
 
-// Key padding from runtime lengths: batch row b sees keys 0..len[b]-1.
-template <std::size_t B> struct key_lengths : mask_base {
+// One key length: any unsigned value, or an int literal checked at compile time (a negative
+// literal does not compile; a signed runtime value must be converted by the caller, explicitly).
+namespace detail {
+void ctformer_error_a_key_length_cannot_be_negative();  // never defined: named by the compile error
+template <std::size_t, class X> using repeat_t = X;
+}
+struct key_length {
+    std::size_t value;
+    template <class U>
+        requires(std::is_integral_v<U> && std::is_unsigned_v<U> && !std::is_same_v<U, bool>)
+    constexpr key_length(U v) : value(v) {}
+    consteval key_length(int v) : value(static_cast<std::size_t>(v)) {
+        if (v < 0) detail::ctformer_error_a_key_length_cannot_be_negative();
+    }
+};
+
+// Key padding from runtime lengths: batch row b sees keys 0..len[b]-1. Lengths above the key
+// count are rejected at run time (errc::out_of_range from the layer call).
+template <std::size_t B, class = std::make_index_sequence<B>> struct key_lengths;
+template <std::size_t B, std::size_t... I> struct key_lengths<B, std::index_sequence<I...>> : mask_base {
     std::array<std::size_t, B> len{};
     constexpr key_lengths() = default;
     constexpr explicit key_lengths(const std::array<std::size_t, B>& l) : len(l) {}
-    template <class... L>
-        requires(sizeof...(L) == B && (std::is_integral_v<L> && ...))
-    constexpr key_lengths(L... l) : len{static_cast<std::size_t>(l)...} {}
+    constexpr key_lengths(detail::repeat_t<I, key_length>... l) : len{l.value...} {}
     template <class T, std::size_t Bq, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = Bq == B;
+    constexpr bool valid(std::size_t S) const {
+        for (std::size_t l : len)
+            if (l > S) return false;
+        return true;
+    }
     std::size_t key_end(std::size_t b, std::size_t, std::size_t S) const { return len[b] < S ? len[b] : S; }
 };
 template <class... L> key_lengths(L...) -> key_lengths<sizeof...(L)>;
 template <std::size_t B> key_lengths(const std::array<std::size_t, B>&) -> key_lengths<B>;
-
 
 // Key padding from a (batch, src_len) bool tensor.
 template <class Pol, std::size_t B, std::size_t S> struct key_padding_mask : mask_base {
@@ -101,7 +125,7 @@ struct attn_mask : mask_base {
             if constexpr (is_bool) {
                 if (detail::blocks<Pol>(m[j])) row[j] = detail::neg_inf<T>;
             } else {
-                row[j] += m[j];
+                row[j] = m[j] == detail::neg_inf<V> ? detail::neg_inf<T> : row[j] + m[j];  // -inf blocks, even a NaN score
             }
         }
     }
@@ -114,6 +138,7 @@ template <class A, class B> struct mask_and : mask_base {
     B b;
     template <class T, std::size_t Bt, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = A::template fits<T, Bt, H, Tq, S> && B::template fits<T, Bt, H, Tq, S>;
+    constexpr bool valid(std::size_t S) const { return a.valid(S) && b.valid(S); }
     std::size_t key_end(std::size_t bi, std::size_t qpos, std::size_t S) const {
         const std::size_t x = a.key_end(bi, qpos, S), y = b.key_end(bi, qpos, S);
         return x < y ? x : y;

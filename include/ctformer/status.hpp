@@ -26,6 +26,8 @@ enum class errc : std::uint8_t {
     cache_empty,        // a cross-attention cache was used before it was filled
     out_of_range,       // a length or index beyond what exists
     no_activations,     // backward was given Activations that no forward_train filled
+    non_finite,         // a NaN or inf where finite values are required (check_finite, load options)
+    value_out_of_range, // a value that does not fit the destination type (e.g. F64 1e300 into float)
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -47,6 +49,8 @@ inline constexpr const char* to_string(errc e) {
         case errc::cache_empty: return "cache empty";
         case errc::out_of_range: return "out of range";
         case errc::no_activations: return "no activations (run forward_train first)";
+        case errc::non_finite: return "non-finite value";
+        case errc::value_out_of_range: return "value out of the destination type's range";
     }
     return "?";
 }

@@ -91,6 +91,22 @@ template <class T> inline T dot(const T* x, const T* y, std::size_t n) {
     return s;
 }
 
+// Whether every element of x: (rows, cols) at ldx is finite: Σ x·0 is 0, or NaN once any x is
+// ±inf or NaN (one vector pass, no branch per element).
+template <class T> inline bool all_finite(const T* x, std::size_t rows, std::size_t cols, std::size_t ldx) {
+    constexpr std::size_t W = simd::width<T>;
+    const simd::vec<T> zero(T(0));
+    simd::vec<T> acc(T(0));
+    T s = T(0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * ldx;
+        std::size_t i = 0;
+        for (const std::size_t nv = cols - cols % W; i < nv; i += W) acc = acc + simd::load(xr + i) * zero;
+        for (; i < cols; ++i) s += xr[i] * T(0);
+    }
+    return s + simd::hsum<T>(acc) == T(0);
+}
+
 // y: (n) = x: (n) · a + y (axpy).
 template <class T> inline void axpy(T* y, const T* x, T a, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;

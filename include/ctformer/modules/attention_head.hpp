@@ -28,9 +28,21 @@ struct head_ref {
     std::size_t b, h, heads;
 };
 
+// out: (rows, Dh) at ldo += p: (rows, n) at ldp · v: (n, Dh) at ldv, skipping every zero
+// probability: the exact path when some value is not finite, where a blocked key (p = 0) must
+// contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
+template <class T>
+inline void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t ldp,
+                                  const T* v, std::size_t ldv, T* out, std::size_t ldo) {
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < n; ++j)
+            if (const T pj = p[r * ldp + j]; pj != T(0)) kernels::axpy(out + r * ldo, v + j * ldv, pj, Dh);
+}
+
 // q: (Tq, Dh) rows at stride ldq, positions qpos0.. ; kt: (Dh, S) at stride ldk; v: (S, Dh) at
 // stride ldv -> out: (Tq, Dh) at stride ldo.
 // out = softmax(q·kt · scale + mask) · v, per row; a row whose keys are all blocked gives zeros.
+// A blocked key never contributes, whatever its key and value hold (NaN and inf included).
 // Scratch: scores (attention_row_block x attention_key_tile).
 // Dropout (training) is applied to the probabilities (dropping before normalizing is the same).
 // lse (optional): (Tq) the log-sum-exp of each row's scores (-inf for a fully blocked row).
@@ -41,6 +53,7 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
                         dropout_site site, T* lse = nullptr) {
     constexpr std::size_t RB = attention_row_block, KT = attention_key_tile, W = simd::width<T>;
     static_assert(KT % W == 0, "ctformer: the key tile must be a whole number of vectors");
+    const bool v_finite = kernels::all_finite(v, S, Dh, ldv);
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
         const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
         std::size_t kend[RB], kend_block = 0;  // keys each row / the block needs
@@ -75,8 +88,11 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
                     drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
             }
             // out_block += p: (rows, n) · v[j0:j0+n]: (n, Dh), accumulated in the GEMM's epilogue
-            kernels::gemm(rows, Dh, n, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo, static_cast<const T*>(nullptr),
-                          kernels::identity_op{}, static_cast<T*>(nullptr), true);
+            if (v_finite)
+                kernels::gemm(rows, Dh, n, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo,
+                              static_cast<const T*>(nullptr), kernels::identity_op{}, static_cast<T*>(nullptr), true);
+            else
+                values_skipping_zeros(rows, n, Dh, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo);
         }
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
@@ -97,6 +113,8 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
                          const Drop& drop, dropout_site site, T* lse = nullptr) {
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
+    // keys below kend can be blocked only by an element mask or dropout
+    const bool v_finite = !(Mask::has_apply || Drop::enabled) || kernels::all_finite(v, kend, Dh, ldv);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
     for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
@@ -109,7 +127,12 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
         if constexpr (Drop::enabled)
             drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
-        kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
+        if (v_finite) {
+            kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
+        } else {
+            kernels::map_inplace(out, Dh, [correction](const auto& x) { return x * correction; });
+            values_skipping_zeros(1, n, Dh, scores, ns, v + j0 * ldv, ldv, out, Dh);
+        }
     }
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
     kernels::map_inplace(out, Dh, [inv](const auto& x) { return x * inv; });

@@ -1,0 +1,38 @@
+// libFuzzer target for the safetensors loader: any byte string either loads completely or returns
+// an error and leaves the params byte-identical (no crash, no UB under ASan/UBSan, no partial load).
+// Built by .ci/run with clang -fsanitize=fuzzer,address,undefined; seeds in tests/fuzz/corpus.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+#include <ctformer/ctformer.hpp>
+
+namespace {
+using L = ct::DecoderLayer<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<12>>;
+L::Params params;
+alignas(L::Params) unsigned char before[sizeof(L::Params)];
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+    std::memcpy(before, &params, sizeof params);
+    // the plain load, a prefixed load and a load with value checks: the three paths of the loader
+    const ct::safetensors::load_options strict{.reject_non_finite = true, .max_abs = 1e6};
+    for (int mode = 0; mode < 3; ++mode) {
+        const ct::status st = mode == 0   ? ct::load_state_dict(params, bytes)
+                              : mode == 1 ? ct::load_state_dict(params, bytes, "params.")
+                                          : ct::load_state_dict(params, bytes, "", strict);
+        if (!st && std::memcmp(before, &params, sizeof params) != 0) std::abort();  // a partial load
+        if (st) std::memcpy(before, &params, sizeof params);
+        (void)ct::to_string(st.code);
+    }
+    ct::safetensors::file<16> f;  // the index alone, and reading one tensor by name
+    if (f.parse(bytes)) {
+        ct::Tensor<float, 8> t;
+        (void)ct::read_tensor(f, "norm1.weight", t);
+        for (std::size_t i = 0; i < f.size(); ++i) (void)f.metadata(f[i].name);
+    }
+    return 0;
+}

@@ -1,0 +1,64 @@
+// Params are immutable and shared across threads: several threads run forward and step on one
+// Params object at the same time, each with its own Workspace and caches, and get exactly the
+// single-threaded results. .ci/run also builds this test with ThreadSanitizer.
+#include <array>
+#include <cstring>
+#include <thread>
+
+#include "common.hpp"
+#include "reference.hpp"
+
+namespace {
+using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
+constexpr std::size_t B = 2, T = 9, S = 6, D = 32, N = 4;  // N threads
+
+const L::Params& shared_params() {
+    static L::Params p;
+    static const bool once = (ref::randomize(p, 11), true);
+    (void)once;
+    return p;
+}
+
+struct PerThread {
+    L::Workspace<B, T, S> ws;
+    L::KVCache<B, T> cache;
+    L::CrossKVCache<B, S> cc;
+    L::StepWorkspace<B, 1> sws;
+    ct::Tensor<float, B, T, D> tgt, out, stepped;
+    ct::Tensor<float, B, S, D> mem;
+    ct::Tensor<float, B, 1, D> x, y;
+    bool ok = true;
+
+    void run(std::uint64_t seed, const L::Params& p) {
+        ref::randomize_tensor(tgt, seed);
+        ref::randomize_tensor(mem, seed + 1);
+        ok = L::forward(p, ws, tgt, mem, out, ct::causal{}).ok();
+        cache.reset();
+        L::fill_cross_cache(p, sws, cc, mem);
+        for (std::size_t t = 0; t < T; ++t) {
+            for (std::size_t b = 0; b < B; ++b)
+                for (std::size_t d = 0; d < D; ++d) x(b, 0, d) = tgt(b, t, d);
+            ok = ok && L::step(p, sws, cache, cc, x, y, ct::causal{}).ok();
+            for (std::size_t b = 0; b < B; ++b)
+                for (std::size_t d = 0; d < D; ++d) stepped(b, t, d) = y(b, 0, d);
+        }
+    }
+};
+}  // namespace
+
+TEST_CASE("threads: one shared Params, forward and step in parallel equal the serial results") {
+    static std::array<PerThread, N> serial, parallel;
+    const L::Params& p = shared_params();
+    for (std::size_t i = 0; i < N; ++i) serial[i].run(100 + i, p);
+    for (int round = 0; round < 3; ++round) {
+        std::array<std::thread, N> threads;
+        for (std::size_t i = 0; i < N; ++i) threads[i] = std::thread([&, i] { parallel[i].run(100 + i, p); });
+        for (auto& t : threads) t.join();
+        for (std::size_t i = 0; i < N; ++i) {
+            INFO("round " << round << ", thread " << i);
+            CHECK(parallel[i].ok);
+            CHECK(std::memcmp(parallel[i].out.data(), serial[i].out.data(), sizeof serial[i].out) == 0);
+            CHECK(std::memcmp(parallel[i].stepped.data(), serial[i].stepped.data(), sizeof serial[i].stepped) == 0);
+        }
+    }
+}
