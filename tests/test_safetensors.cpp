@@ -198,15 +198,17 @@ TEST_CASE("safetensors: escaped names are decoded (lookup, duplicates), bad esca
     auto esc = layer_specs("");  // every escape form, and a two-unit (surrogate pair) character
     esc.push_back({"x\\\"\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00", "F32", {1}});
     expect_error(build(esc), ct::errc::unexpected_tensor, esc.back().name);
-    for (const char* bad : {"\\ud83d", "\\ude00", "\\ud83dx", "\\u12", "\\x"}) {
-        auto s = layer_specs("");
-        s.push_back({std::string("y") + bad, "F32", {1}});
+    for (const std::string& bad : std::vector<std::string>{"\\ud83d", "\\ude00", "\\ud83dx", "\\u12", "\\x",
+                                                           std::string("\\\0", 2)}) {
+        auto s = layer_specs("");  // (the last: a backslash and a NUL byte, found by the fuzzer)
+        s.push_back({"y" + bad, "F32", {1}});
         ct::safetensors::file<32> idx;
         INFO(bad);
         CHECK(idx.parse(build(s)).code == ct::errc::malformed_header);
     }
     ct::safetensors::file<32> idx;  // the decoded name is found by its plain spelling
-    REQUIRE(idx.parse(build(esc)).ok());
+    const auto esc_file = build(esc);  // the index points into it
+    REQUIRE(idx.parse(esc_file).ok());
     CHECK(idx.find("x\"/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80") != nullptr);
 }
 

@@ -84,7 +84,7 @@ struct json {
                         if (lo < 0xDC00 || lo > 0xDFFF) return ok = false, std::string_view{};
                         p += 6;
                     }
-                } else if (!std::strchr("\"\\/bfnrt", *p)) {
+                } else if (std::string_view("\"\\/bfnrt").find(*p) == std::string_view::npos) {  // (not strchr: it finds '\0')
                     return ok = false, std::string_view{};
                 }
             }
@@ -137,7 +137,8 @@ struct unescaper {
         i += 2;
         if (e != 'u') {
             constexpr std::string_view from = "\"\\/bfnrt", to = "\"\\/\b\f\n\r\t";
-            return c = to[from.find(e)], true;
+            const std::size_t k = from.find(e);  // always found in a parsed name
+            return c = k < to.size() ? to[k] : e, true;
         }
         unsigned long cp = static_cast<unsigned long>(hex(s, i));
         i += 4;

@@ -154,7 +154,7 @@ template <class V> inline V vexp_kernel(const V& x) {
 #else
     using T = typename V::value_type;
     constexpr T lo = std::is_same_v<T, float> ? T(-104) : T(-746), hi = std::is_same_v<T, float> ? T(89) : T(710);
-    const auto nan = x != x;
+    const auto nan = !(x == x);  // (x != x is an ordered compare for double on some xsimd archs: false for NaN)
     const V safe = xsimd::select(nan, V(T(0)), xsimd::select(x < V(lo), V(lo), xsimd::select(x > V(hi), V(hi), x)));
     return xsimd::select(nan, x, xsimd::exp(safe));
 #endif
