@@ -199,9 +199,10 @@ TEST_CASE("robustness: caches keep their own state: a reset cross cache is empty
     static_assert(L::CrossKVCache<B, S>::bytes == 2 * B * S * D * sizeof(float) + sizeof(bool));
 }
 
-TEST_CASE("robustness: large finite inputs (documented thresholds)") {
-    // |x| up to 1e15 in tgt and memory: every output finite (pre- and post-norm). See
-    // docs/robustness.md for where the float range ends.
+TEST_CASE("robustness: large finite inputs (the thresholds docs/robustness.md gives)") {
+    // Inputs ~U(-1, 1)·scale in tgt and memory, weights ~U(-0.3, 0.3): a post-norm layer's first
+    // attention sees raw inputs, its scores (~|x|²) overflow float past ~1e19; a pre-norm layer
+    // normalizes first and only its residual sum can overflow, near FLT_MAX.
     auto run = [](auto layer_tag, float scale) {
         using L = typename decltype(layer_tag)::type;
         Rig<L> r;
@@ -212,6 +213,7 @@ TEST_CASE("robustness: large finite inputs (documented thresholds)") {
         for (float v : r.out.storage) finite = finite && std::isfinite(v);
         return finite;
     };
-    CHECK(run(std::type_identity<Layer<true>>{}, 1e15f));
-    CHECK(run(std::type_identity<Layer<false>>{}, 1e15f));
+    CHECK(run(std::type_identity<Layer<false>>{}, 1e19f));
+    CHECK_FALSE(run(std::type_identity<Layer<false>>{}, 1e20f));
+    CHECK(run(std::type_identity<Layer<true>>{}, 1e37f));
 }
