@@ -52,8 +52,9 @@ int main() {
     std::printf("\n");
 
     // The full forward over the same inputs, layer by layer.
-    Block::forward(blocks[0], full_ws, seq_in, seq_a, ct::causal{});
-    Block::forward(blocks[1], full_ws, seq_a, seq_b, ct::causal{});
+    if (!Block::forward(blocks[0], full_ws, seq_in, seq_a, ct::causal{}) ||
+        !Block::forward(blocks[1], full_ws, seq_a, seq_b, ct::causal{}))
+        return 1;
     double worst = 0;
     for (std::size_t t = 0; t < Steps; ++t) {
         double err = 0;

@@ -20,8 +20,9 @@ static Block::Activations<B, T> acts;
 
 // One SGD step on loss = ½‖y - target‖² / n; returns the loss before the step.
 double sgd_step(double lr, std::uint32_t step) {
-    Block::forward_train(params, tws, acts, x, y_train, ct::dropout_config{.p = 0.1f, .seed = 42, .step = step},
-                         ct::causal{});
+    if (!Block::forward_train(params, tws, acts, x, y_train, ct::dropout_config{.p = 0.1f, .seed = 42, .step = step},
+                              ct::causal{}))
+        return -1;
     double loss = 0;
     for (std::size_t i = 0; i < y_train.size; ++i) {
         const double e = y_train.storage[i] - target.storage[i];
@@ -50,8 +51,9 @@ int main() {
     for (auto& v : x.storage) v = rnd();
     for (auto& v : target.storage) v = rnd();
 
-    Block::forward(params, ws, x, y_eval, ct::causal{});
-    Block::forward_train(params, ws, x, y_train, ct::dropout_config{.p = 0.1f, .seed = 42, .step = 0}, ct::causal{});
+    if (!Block::forward(params, ws, x, y_eval, ct::causal{}) ||
+        !Block::forward_train(params, ws, x, y_train, ct::dropout_config{.p = 0.1f, .seed = 42, .step = 0}, ct::causal{}))
+        return 1;
 
     std::printf("GPT block: %zu params (%zu KiB), workspace %zu KiB\n", ct::parameter_count<Block::Params>(),
                 sizeof(Block::Params) / 1024, Block::Workspace<B, T>::bytes / 1024);

@@ -28,7 +28,8 @@ int main() {
     static_assert(Layer::Workspace<B, T, S>::bytes < 256 * 1024, "workspace fits the budget");
     const auto self_mask = ct::causal{} && ct::key_lengths{8, 3};  // causal, tgt row 1 padded after 3
     const auto cross_mask = ct::key_lengths{10, 6};                 // memory row 1 padded after 6
-    Layer::forward(params, ws, tgt, memory, out, self_mask, cross_mask);
+    if (ct::status st = Layer::forward(params, ws, tgt, memory, out, self_mask, cross_mask); !st)
+        return std::fprintf(stderr, "forward failed: %s (%s)\n", ct::to_string(st.code), st.tensor.data()), 1;
 
     std::printf("seq2seq decoder layer: %zu params, workspace %zu bytes\n", ct::parameter_count<Layer::Params>(),
                 Layer::Workspace<B, T, S>::bytes);
