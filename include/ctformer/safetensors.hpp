@@ -48,6 +48,19 @@ struct entry {
 };
 
 namespace detail {
+// The 4 hex digits at q (bounded by end), or -1.
+inline long hex4(const char* q, const char* end) {
+    if (end - q < 4) return -1;
+    long v = 0;
+    for (int i = 0; i < 4; ++i) {
+        const char c = q[i];
+        const int d = c >= '0' && c <= '9' ? c - '0' : ((c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10 : -1);
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
 // A strict, allocation-free reader of the JSON subset a safetensors header uses.
 struct json {
     const char* p;
@@ -76,11 +89,11 @@ struct json {
                 if (++p >= end) return ok = false, std::string_view{};
                 if (*p == 'u') {
                     // a UTF-16 unit; surrogates must pair (a high one, then \u and a low one)
-                    const long u = hex4(p + 1);
+                    const long u = hex4(p + 1, end);
                     if (u < 0 || (u >= 0xDC00 && u <= 0xDFFF)) return ok = false, std::string_view{};
                     p += 4;
                     if (u >= 0xD800 && u <= 0xDBFF) {
-                        const long lo = end - p > 6 && p[1] == '\\' && p[2] == 'u' ? hex4(p + 3) : -1;
+                        const long lo = end - p > 6 && p[1] == '\\' && p[2] == 'u' ? hex4(p + 3, end) : -1;
                         if (lo < 0xDC00 || lo > 0xDFFF) return ok = false, std::string_view{};
                         p += 6;
                     }
@@ -92,18 +105,6 @@ struct json {
         }
         if (p >= end) return ok = false, std::string_view{};
         return std::string_view(s, static_cast<std::size_t>(p++ - s));
-    }
-    // The 4 hex digits at q (bounded by end), or -1.
-    long hex4(const char* q) const {
-        if (end - q < 4) return -1;
-        long v = 0;
-        for (int i = 0; i < 4; ++i) {
-            const char c = q[i];
-            const int d = c >= '0' && c <= '9' ? c - '0' : ((c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10 : -1);
-            if (d < 0) return -1;
-            v = v * 16 + d;
-        }
-        return v;
     }
     std::uint64_t uint() {
         ws();
@@ -125,10 +126,7 @@ struct unescaper {
     std::size_t i = 0;
     unsigned char buf[4] = {};
     int len = 0, pos = 0;
-    static long hex(std::string_view t, std::size_t at) {
-        const json js{t.data(), t.data() + t.size()};
-        return js.hex4(t.data() + at);
-    }
+    long hex(std::size_t at) const { return hex4(s.data() + at, s.data() + s.size()); }
     bool next(char& c) {
         if (pos < len) return c = static_cast<char>(buf[pos++]), true;
         if (i >= s.size()) return false;
@@ -140,10 +138,10 @@ struct unescaper {
             const std::size_t k = from.find(e);  // always found in a parsed name
             return c = k < to.size() ? to[k] : e, true;
         }
-        unsigned long cp = static_cast<unsigned long>(hex(s, i));
+        unsigned long cp = static_cast<unsigned long>(hex(i));
         i += 4;
         if (cp >= 0xD800 && cp <= 0xDBFF) {  // paired by the parser
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<unsigned long>(hex(s, i + 2)) - 0xDC00);
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<unsigned long>(hex(i + 2)) - 0xDC00);
             i += 6;
         }
         len = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
@@ -379,7 +377,9 @@ status check_entry(const file<Cap>& f, const entry* e, std::string_view name, co
     if (e->rank != X::rank) return status::error(errc::wrong_shape, name);
     for (std::size_t i = 0; i < X::rank; ++i)
         if (e->shape[i] != X::shape[i]) return status::error(errc::wrong_shape, name);
-    if constexpr (!std::is_same_v<T, bool>) {
+    // values need a pass only when they could fail: F64 into float, or an option asks
+    const bool fits_by_type = e->type == dtype::F32 || std::is_same_v<T, double>;
+    if (!std::is_same_v<T, bool> && (!fits_by_type || opt.reject_non_finite || opt.max_abs > 0)) {
         const double limit = std::is_same_v<T, float> ? double(std::numeric_limits<float>::max())
                                                       : std::numeric_limits<double>::max();
         for (std::size_t i = 0; i < X::size; ++i) {

@@ -148,18 +148,18 @@ template <class V, class M> inline V vselect(const M& m, const V& a, const V& b)
 }
 // exp: xsimd converts x·log2(e) to an integer, undefined behaviour for ±inf and NaN (a blocked
 // score is -inf): the argument is clamped to where exp is already 0 or inf, NaN is passed around.
-template <class V> inline V vexp_kernel(const V& x) {
-#if defined(CTFORMER_SCALAR)
-    return std::exp(x);
-#else
-    using T = typename V::value_type;
-    constexpr T lo = std::is_same_v<T, float> ? T(-104) : T(-746), hi = std::is_same_v<T, float> ? T(89) : T(710);
-    const auto nan = !(x == x);  // (x != x is an ordered compare for double on some xsimd archs: false for NaN)
-    const V safe = xsimd::select(nan, V(T(0)), xsimd::select(x < V(lo), V(lo), xsimd::select(x > V(hi), V(hi), x)));
-    return xsimd::select(nan, x, xsimd::exp(safe));
+template <class V> inline V vexp(const V& x) {
+#if !defined(CTFORMER_SCALAR)
+    if constexpr (!std::is_arithmetic_v<V>) {
+        using T = typename V::value_type;
+        constexpr T lo = std::is_same_v<T, float> ? T(-104) : T(-746), hi = std::is_same_v<T, float> ? T(89) : T(710);
+        const auto nan = !(x == x);  // (x != x is an ordered compare for double on some xsimd archs: false for NaN)
+        const V safe = xsimd::select(nan, V(T(0)), xsimd::select(x < V(lo), V(lo), xsimd::select(x > V(hi), V(hi), x)));
+        return xsimd::select(nan, x, xsimd::exp(safe));
+    } else
 #endif
+        return std::exp(x);
 }
-template <class V> inline V vexp(const V& x) { CTFORMER_VMATH(std::exp(x), vexp_kernel(x)) }
 template <class V> inline V verf(const V& x) { CTFORMER_VMATH(std::erf(x), xsimd::erf(x)) }
 template <class V> inline V vtanh(const V& x) { CTFORMER_VMATH(std::tanh(x), xsimd::tanh(x)) }
 template <class V> inline V vsqrt(const V& x) { CTFORMER_VMATH(std::sqrt(x), xsimd::sqrt(x)) }
