@@ -179,9 +179,9 @@ template <class Cfg> struct Layer {
         else return k == 0 ? p.norm1 : p.norm2;
     }
 
-  private:
     // The runtime checks of a call, before anything is written: each mask's values against its
     // key count, then (check_finite<true>) the inputs X: (B, rows, D) and Mem (void: none).
+    // Public for the stacks, which check once before their first layer writes anything.
     template <class X, class Mem, class SM, class CM>
     static status check_inputs(const SM& sm, std::size_t self_keys, const CM& cm, std::size_t cross_keys, const T* x,
                                const char* x_name, const T* mem) {
@@ -195,6 +195,8 @@ template <class Cfg> struct Layer {
         (void)x, (void)x_name, (void)mem;
         return {};
     }
+
+  private:
     template <class Tgt, class Mem, class Out, class WS, class SM, class CM> static constexpr void check_shapes() {
         static_assert(tensor_like<Tgt> && tensor_like<Mem> && tensor_like<Out>,
                       "ctformer: tgt, memory and out must be ct::Tensor / ct::TensorView (or have value_type, shape, "

@@ -82,6 +82,31 @@ template <class Cfg> struct LayerParams<Cfg, false> {
                              (norm_t, norm1), (norm_t, norm2));
 };
 
+// N modules of one type, reflected as "0.", "1.", ... (nn.ModuleList): a stack's `layers`, a GPT's `h`.
+template <class P, std::size_t N> struct ModuleList {
+    static_assert(N > 0, "ctformer: a module list (stack) needs at least one layer");
+    static constexpr std::size_t count = N;
+    P items[N];
+    P& operator[](std::size_t i) { return items[i]; }
+    const P& operator[](std::size_t i) const { return items[i]; }
+    P* begin() { return items; }
+    P* end() { return items + N; }
+    const P* begin() const { return items; }
+    const P* end() const { return items + N; }
+};
+// A member a configuration leaves out (a tied LM head, sinusoidal positions): no tensors, no name.
+struct absent {};
+
+// torch.nn.Embedding: weight (V, D). Packed: stored in panel layout (an embedding tied to the LM
+// head, which reads it as a Linear weight).
+template <class T, std::size_t V, std::size_t D, bool Packed> struct EmbeddingParams {
+    using weight_t = std::conditional_t<Packed, PackedWeight<T, V, D>, Tensor<T, V, D>>;
+    BOOST_HANA_DEFINE_STRUCT(EmbeddingParams, (weight_t, weight));
+};
+
+template <class X> struct is_module_list : std::false_type {};
+template <class P, std::size_t N> struct is_module_list<ModuleList<P, N>> : std::true_type {};
+
 // ---- Reflection ----
 namespace detail {
 template <class P, class Pair> using member_t =
@@ -90,8 +115,20 @@ template <class P, class Pair> using member_t =
 inline constexpr std::size_t max_name = 160;
 
 template <class P, class F> void visit(P& p, char* name, std::size_t len, F& f) {
-    if constexpr (is_tensor_storage_v<P>) {
+    if constexpr (std::is_same_v<std::remove_const_t<P>, absent>) {
+        (void)name, (void)len, (void)f;
+    } else if constexpr (is_tensor_storage_v<P>) {
         f(std::string_view(name, len), p);
+    } else if constexpr (is_module_list<std::remove_const_t<P>>::value) {
+        for (std::size_t i = 0; i < P::count; ++i) {
+            std::size_t n = len;
+            if (n) name[n++] = '.';
+            char digits[20];
+            std::size_t k = 0, v = i;
+            do digits[k++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+            while (k) name[n++] = digits[--k];
+            visit(p.items[i], name, n, f);
+        }
     } else {
         boost::hana::for_each(boost::hana::accessors<std::remove_const_t<P>>(), [&](auto pair) {
             constexpr const char* member = boost::hana::to<const char*>(boost::hana::first(pair));
@@ -112,10 +149,37 @@ template <class P, class F> void for_each_tensor(P& p, F&& f) {
     detail::visit(p, name, 0, f);
 }
 
+namespace detail {
+template <class F, class P, class... Q> void zip(F& f, P& p, Q&... q) {
+    if constexpr (std::is_same_v<std::remove_const_t<P>, absent>) {
+        (void)f, (void)p, ((void)q, ...);
+    } else if constexpr (is_tensor_storage_v<P>) {
+        f(sizeof(p.storage) / sizeof(p.storage[0]), p.storage, q.storage...);
+    } else if constexpr (is_module_list<std::remove_const_t<P>>::value) {
+        for (std::size_t i = 0; i < P::count; ++i) zip(f, p.items[i], q.items[i]...);
+    } else {
+        boost::hana::for_each(boost::hana::accessors<std::remove_const_t<P>>(), [&](auto pair) {
+            zip(f, boost::hana::second(pair)(p), boost::hana::second(pair)(q)...);
+        });
+    }
+}
+}  // namespace detail
+
+// Walks objects of one params type in lockstep: f(n, a, b, ...) with each tensor's raw storage
+// (n elements, panel padding included: zero in params and gradients, and kept zero by every
+// elementwise update). What optimizers and gradient norms run on.
+template <class F, class P, class... Q> void zip_storage(F&& f, P& p, Q&... q) {
+    detail::zip(f, p, q...);
+}
+
 // Number of scalar parameters, at compile time.
 template <class P> constexpr std::size_t parameter_count() {
-    if constexpr (is_tensor_storage_v<P>) {
+    if constexpr (std::is_same_v<P, absent>) {
+        return 0;
+    } else if constexpr (is_tensor_storage_v<P>) {
         return P::size;
+    } else if constexpr (is_module_list<P>::value) {
+        return P::count * parameter_count<std::remove_cvref_t<decltype(std::declval<P&>().items[0])>>();
     } else {
         return boost::hana::unpack(boost::hana::accessors<P>(), [](auto... pairs) {
             return (std::size_t{0} + ... + parameter_count<detail::member_t<P, decltype(pairs)>>());

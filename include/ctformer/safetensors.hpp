@@ -398,12 +398,12 @@ status check_entry(const file<Cap>& f, const entry* e, std::string_view name, co
 // Loads every tensor of params from f under prefix (e.g. "params." or "layers.3."). Checks all
 // names, shapes, dtypes and values first: on any error nothing has been written. Tensors under the
 // prefix that params do not have are an error (unexpected_tensor); tensors outside it are ignored.
+namespace safetensors::detail {
 template <class P, std::size_t Cap>
-status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_view prefix = {},
-                       const safetensors::load_options& opt = {}) {
+status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
     status result;
     std::size_t matched = 0;
-    for_each_tensor(static_cast<const P&>(params), [&](std::string_view name, const auto& t) {
+    for_each_tensor(params, [&](std::string_view name, const auto& t) {
         if (!result) return;
         result = safetensors::check_entry<std::remove_cvref_t<decltype(t)>>(f, f.find(prefix, name), name, opt);
         ++matched;
@@ -416,17 +416,48 @@ status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_v
         for (std::size_t i = 0; i < f.size(); ++i) {
             if (!f.under(f[i], prefix)) continue;
             bool known = false;
-            for_each_tensor(static_cast<const P&>(params), [&](std::string_view name, const auto&) {
+            for_each_tensor(params, [&](std::string_view name, const auto&) {
                 known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
             });
             if (!known) return status::error(errc::unexpected_tensor, f[i].name);
         }
     }
+    return {};
+}
+// After check_state accepted every tensor.
+template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
     for_each_tensor(params, [&](std::string_view name, auto& t) {
         using T = typename std::remove_cvref_t<decltype(t)>::value_type;
-        const safetensors::entry* e = f.find(prefix, name);
+        const entry* e = f.find(prefix, name);
         for (std::size_t i = 0; i < t.size; ++i) t.set(i, f.template element<T>(*e, i));
     });
+}
+}  // namespace safetensors::detail
+
+template <class P, std::size_t Cap>
+status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_view prefix = {},
+                       const safetensors::load_options& opt = {}) {
+    if (status st = safetensors::detail::check_state(static_cast<const P&>(params), f, prefix, opt); !st) return st;
+    safetensors::detail::write_state(params, f, prefix);
+    return {};
+}
+
+// One object of a multi-object load.
+template <class P> struct state_target {
+    std::string_view prefix;
+    P& object;
+};
+template <class P> state_target(std::string_view, P&) -> state_target<P>;
+
+// Loads several objects from one file (a checkpoint: params and optimizer state), all or nothing:
+// every object is checked as load_state_dict checks one before any is written.
+template <std::size_t Cap, class... P>
+status load_state_dicts(const safetensors::file<Cap>& f, const safetensors::load_options& opt,
+                        const state_target<P>&... parts) {
+    status st;
+    ((st = st ? safetensors::detail::check_state(static_cast<const P&>(parts.object), f, parts.prefix, opt) : st), ...);
+    if (!st) return st;
+    (safetensors::detail::write_state(parts.object, f, parts.prefix), ...);
     return {};
 }
 
@@ -457,10 +488,17 @@ struct save_result {
     std::size_t bytes = 0;  // bytes written (or needed, when the buffer was too small)
 };
 
-// Writes params as a safetensors file (names prefixed, values in the params' dtype, PyTorch
-// layouts). With an empty out buffer it only computes the size needed.
-template <class P>
-save_result save_state_dict(const P& params, std::span<std::byte> out, std::string_view prefix = {}) {
+// One object of a multi-object file: its tensors are written under prefix.
+template <class P> struct named_state {
+    std::string_view prefix;
+    const P& object;
+};
+template <class P> named_state(std::string_view, const P&) -> named_state<P>;
+
+// Writes objects (params, gradients, optimizer state: anything for_each_tensor walks) as one
+// safetensors file, each tensor named prefix + its dotted name, values in their dtype and
+// PyTorch's layouts. With an empty out buffer it only computes the size needed.
+template <class... P> save_result save_state_dicts(std::span<std::byte> out, const named_state<P>&... parts) {
     struct sink {
         std::span<std::byte> out;
         std::size_t n = 0;
@@ -481,7 +519,7 @@ save_result save_state_dict(const P& params, std::span<std::byte> out, std::stri
         std::uint64_t off = 0;
         bool first = true;
         s.str("{");
-        for_each_tensor(params, [&](std::string_view name, const auto& t) {
+        auto entry = [&](std::string_view prefix, std::string_view name, const auto& t) {
             using X = std::remove_cvref_t<decltype(t)>;
             using T = typename X::value_type;
             if (!first) s.str(",");
@@ -502,7 +540,8 @@ save_result save_state_dict(const P& params, std::span<std::byte> out, std::stri
             off += X::size * sizeof(T);
             s.num(off);
             s.str("]}");
-        });
+        };
+        (for_each_tensor(parts.object, [&](std::string_view name, const auto& t) { entry(parts.prefix, name, t); }), ...);
         s.str("}");
         while (s.n % 8) s.str(" ");
         return off;
@@ -516,13 +555,20 @@ save_result save_state_dict(const P& params, std::span<std::byte> out, std::stri
     sink hs{out.subspan(8, header), 0};
     write_header(hs);
     sink ds{out.subspan(8 + header), 0};
-    for_each_tensor(params, [&](std::string_view, const auto& t) {
+    auto data = [&](std::string_view, const auto& t) {
         for (std::size_t i = 0; i < t.size; ++i) {
             const auto v = t.get(i);
             ds.put(&v, sizeof v);
         }
-    });
+    };
+    (for_each_tensor(parts.object, data), ...);
     return {{}, total};
+}
+
+// One object (params, grads) under an optional prefix.
+template <class P>
+save_result save_state_dict(const P& params, std::span<std::byte> out, std::string_view prefix = {}) {
+    return save_state_dicts(out, named_state<P>{prefix, params});
 }
 
 }  // namespace ctformer

@@ -1,0 +1,281 @@
+// ctformer/models/gpt.hpp — a GPT as one type: token (+ position) embeddings, a stack of
+// decoder-only blocks with a final norm, an LM head; cross-entropy training and generation
+// through static KV caches. No heap anywhere.
+//
+//   using Block = ct::DecoderOnlyBlock<ct::d_model<128>, ct::heads<4>, ct::ffn_dim<512>, ct::norm_first<true>,
+//                                      ct::activation<ct::gelu>>;
+//   using Model = ct::GPT<65, 128, Block, 4>;                  // vocab, context, block, layers
+//   static Model::Params params;  static Model::TrainWorkspace<8, 128> ws;  static Model::Activations<8, 128> acts;
+//   float loss;
+//   Model::forward_train(params, ws, acts, tokens, targets, loss);   // tokens, targets: (8, 128) ct::token
+//   Model::backward(params, acts, ws, grads);
+//
+// state_dict (what an equivalent PyTorch module built from torch.nn parts has; docs/models.md):
+//   wte.weight (V, D)  wpe.weight (Ctx, D)  transformer.layers.{i}.<block>  transformer.norm.*
+//   lm_head.weight (V, D)       [no wpe with positions<sinusoidal>, no lm_head with tied_embeddings<true>]
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../modules/cross_entropy.hpp"
+#include "../modules/embedding.hpp"
+#include "../modules/linear.hpp"
+#include "../params.hpp"
+#include "../stack.hpp"
+#include "sampling.hpp"
+
+namespace ctformer {
+
+namespace tag {
+struct tied_embeddings; struct positions;
+}  // namespace tag
+// tied_embeddings<true>: the LM head is wte (GPT-2's weight tying); no lm_head.weight.
+template <bool B> struct tied_embeddings { using option_tag = tag::tied_embeddings; static constexpr bool value = B; };
+struct learned {};     // positions from wpe.weight (Ctx, D), trained
+struct sinusoidal {};  // fixed sin/cos table, no parameters
+template <class P> struct positions {
+    static_assert(std::is_same_v<P, learned> || std::is_same_v<P, sinusoidal>,
+                  "ctformer: positions<learned> or positions<sinusoidal>");
+    using option_tag = tag::positions;
+    using type = P;
+};
+
+// PyTorch's cross_entropy default: targets equal to it add no loss and no gradient.
+inline constexpr token ignore_index = -100;
+
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, bool Learned>
+struct GPTParams {
+    using wte_t = EmbeddingParams<T, V, D, Tied>;
+    using wpe_t = std::conditional_t<Learned, EmbeddingParams<T, Ctx, D, false>, absent>;
+    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
+    BOOST_HANA_DEFINE_STRUCT(GPTParams, (wte_t, wte), (wpe_t, wpe), (StackP, transformer), (head_t, lm_head));
+};
+
+template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... Opts> struct GPT {
+    static_assert(!Block::cross, "ctformer: a GPT is built from decoder-only blocks (ct::DecoderOnlyBlock)");
+    static_assert(V > 0 && Ctx > 0, "ctformer: vocab and context must be non-zero");
+    static_assert(V <= 0x7fffffff, "ctformer: token ids are 32-bit");
+    static_assert((detail::option<Opts> && ...), "ctformer: GPT options are ct::tied_embeddings<B>, ct::positions<P>");
+    using T = typename Block::T;
+    static constexpr std::size_t vocab = V, context = Ctx, layers = N, D = Block::D;
+    static constexpr bool tied = detail::pick<tag::tied_embeddings, tied_embeddings<false>, Opts...>::value;
+    static constexpr bool learned_positions =
+        std::is_same_v<typename detail::pick<tag::positions, positions<learned>, Opts...>::type, learned>;
+    using Stack = DecoderStack<Block, N, true>;
+    using Params = GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>;
+    using Grads = Params;
+
+    // ---- Memory roles ----
+    template <std::size_t B, std::size_t Tq> struct Workspace : Stack::template Workspace<B, Tq> {
+        alignas(64) T x[B * Tq * D];  // the residual stream
+        static constexpr std::size_t bytes = Stack::template Workspace<B, Tq>::bytes + sizeof(x);
+    };
+    template <std::size_t B, std::size_t Tq> struct TrainWorkspace : Stack::template TrainWorkspace<B, Tq> {
+        alignas(64) T x[B * Tq * D], dx[B * Tq * D], dhidden[B * Tq * D];
+        alignas(64) T dlogits[B * Tq * V];
+        static constexpr std::size_t bytes =
+            Stack::template TrainWorkspace<B, Tq>::bytes + sizeof(x) + sizeof(dx) + sizeof(dhidden) + sizeof(dlogits);
+    };
+    template <std::size_t B, std::size_t Tq> struct Activations {
+        static constexpr std::size_t batch = B, tgt_len = Tq;
+        typename Stack::template Activations<B, Tq> stack;
+        alignas(64) T hidden[B * Tq * D];  // the final norm's output, the LM head's input
+        alignas(64) T probs[B * Tq * V];   // softmax of the logits
+        token tokens[B * Tq], targets[B * Tq];
+        std::size_t count = 0;  // targets that are not ignore_index
+        bool filled = false;
+        static constexpr std::size_t bytes = sizeof(stack) + sizeof(hidden) + sizeof(probs) + sizeof(tokens) +
+                                             sizeof(targets) + sizeof(count) + sizeof(filled);
+    };
+    template <std::size_t B, std::size_t Cap> using KVCache = typename Stack::template KVCache<B, Cap>;
+    template <std::size_t B, std::size_t C> struct StepWorkspace : Stack::template StepWorkspace<B, C> {
+        alignas(64) T x[B * C * D];
+        static constexpr std::size_t bytes = Stack::template StepWorkspace<B, C>::bytes + sizeof(x);
+    };
+
+    // ---- Inference: logits (B, Tq, V) of tokens (B, Tq) ----
+    // errc::out_of_range (nothing written) if a token is not in [0, V).
+    template <class Tok, class Logits, std::size_t B, std::size_t Tq>
+    static status forward(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, Logits& logits) {
+        check_tokens<Tok, B, Tq>();
+        static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
+                          Logits::shape[1] == Tq && Logits::shape[2] == V,
+                      "ctformer: logits must be (batch, len, vocab) of the model's dtype");
+        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, ws.x); !st) return st;
+        auto x = view<B, Tq, D>(ws.x);
+        if (status st = Stack::forward(p.transformer, ws, x, x, causal{}); !st) return st;
+        modules::linear::forward(head(p), 0, 1, ws.x, B * Tq, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
+        return {};
+    }
+
+    // ---- Training ----
+    // loss = mean over the positions whose target is not ignore_index of cross_entropy(logits, target)
+    // (NaN when every target is ignored, as in PyTorch). Saves what backward needs into acts.
+    // errc::out_of_range (nothing written) for a token outside [0, V) or a target outside [0, V)
+    // that is not ignore_index.
+    template <class Tok, class Tgt, std::size_t B, std::size_t Tq>
+    static status forward_train(const Params& p, TrainWorkspace<B, Tq>& ws, Activations<B, Tq>& acts, const Tok& tokens,
+                                const Tgt& targets, T& loss, const dropout_config& dc = {0.0f, 0.0f, 0.0f, 0, 0}) {
+        check_tokens<Tok, B, Tq>();
+        check_tokens<Tgt, B, Tq>();
+        constexpr std::size_t M = B * Tq;
+        for (std::size_t m = 0; m < M; ++m)
+            if (const auto t = targets.data()[m]; t != ignore_index && (t < 0 || static_cast<std::size_t>(t) >= V))
+                return status::error(errc::out_of_range, "targets");
+        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, ws.x); !st) return st;
+        acts.filled = false;
+        const auto x = view<B, Tq, D>(static_cast<const T*>(ws.x));
+        auto hidden = view<B, Tq, D>(acts.hidden);
+        if (status st = Stack::forward_train(p.transformer, ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
+        modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
+        double sum = 0;
+        acts.count = 0;
+        for (std::size_t m = 0; m < M; ++m) {
+            acts.tokens[m] = tokens.data()[m];
+            acts.targets[m] = targets.data()[m];
+            if (acts.targets[m] == ignore_index) continue;
+            sum += modules::cross_entropy::forward_row(acts.probs + m * V, V, static_cast<std::size_t>(acts.targets[m]));
+            ++acts.count;
+        }
+        loss = static_cast<T>(acts.count ? sum / static_cast<double>(acts.count) : std::nan(""));
+        acts.filled = true;
+        return {};
+    }
+    // Adds d(loss · loss_scale)/dθ to grads (+=: zero them first; micro-batches add up — give each
+    // micro-batch loss_scale = 1 / micro-batches for the mean over them). errc::no_activations if
+    // acts were never filled.
+    template <std::size_t B, std::size_t Tq>
+    static status backward(const Params& p, const Activations<B, Tq>& acts, TrainWorkspace<B, Tq>& ws, Grads& g,
+                           T loss_scale = T(1)) {
+        constexpr std::size_t M = B * Tq;
+        if (!acts.filled) return status::error(errc::no_activations);
+        const T scale = acts.count ? loss_scale / static_cast<T>(acts.count) : T(0);
+        for (std::size_t m = 0; m < M; ++m) {
+            T* dl = ws.dlogits + m * V;
+            if (acts.targets[m] == ignore_index)
+                for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
+            else
+                modules::cross_entropy::backward_row(acts.probs + m * V, dl, V, static_cast<std::size_t>(acts.targets[m]),
+                                                     scale);
+        }
+        modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
+                                  ws.dhidden, false, ws.train_pack());
+        for (std::size_t i = 0; i < M * D; ++i) ws.dx[i] = T(0);
+        const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
+        auto dx = view<B, Tq, D>(ws.dx);
+        if (status st = Stack::backward(p.transformer, acts.stack, ws, dh, g.transformer, dx, causal{}); !st) return st;
+        for (std::size_t m = 0; m < M; ++m) {
+            modules::embedding::backward(g.wte.weight, static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D);
+            if constexpr (learned_positions) modules::embedding::backward(g.wpe.weight, m % Tq, ws.dx + m * D);
+        }
+        return {};
+    }
+
+    // ---- Incremental decoding ----
+    // Feeds count[b] <= C tokens of row b at positions cache.length(b)..; writes their logits
+    // (B, C, V) (rows past count[b]: zero). errc::cache_full if a row would pass the capacity,
+    // errc::out_of_range for a bad token; nothing changes on an error.
+    template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
+    static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+                              Logits& logits, const std::array<std::size_t, B>& count) {
+        static_assert(Cap <= Ctx, "ctformer: a GPT's KV cache capacity cannot exceed its context");
+        check_tokens<Tok, B, C>();
+        static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
+                          Logits::shape[1] == C && Logits::shape[2] == V,
+                      "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
+        for (std::size_t b = 0; b < B; ++b)
+            if (count[b] > C || cache.length(b) + count[b] > Cap)
+                return status::error(count[b] > C ? errc::out_of_range : errc::cache_full);
+        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), ws.x); !st) return st;
+        auto x = view<B, C, D>(ws.x);
+        auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
+        if (status st = Stack::step_ragged(p.transformer, sws, cache, x, x, count, causal{}); !st) return st;
+        modules::linear::forward(head(p), 0, 1, ws.x, B * C, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t i = count[b]; i < C; ++i)
+                for (std::size_t j = 0; j < V; ++j) logits.data()[(b * C + i) * V + j] = T(0);
+        return {};
+    }
+    template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
+    static status step(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+                       Logits& logits) {
+        std::array<std::size_t, B> count;
+        count.fill(C);
+        return step_ragged(p, ws, cache, tokens, logits, count);
+    }
+
+    // ---- Generation (batch 1): prefill the prompt in chunks of C, then one token per step ----
+    template <std::size_t C> struct GenerateWorkspace {
+        StepWorkspace<1, C> prefill;
+        StepWorkspace<1, 1> decode;
+        Tensor<T, 1, C, V> logits;
+        Tensor<T, 1, 1, V> next_logits;
+        Tensor<token, 1, C> chunk;
+        sampler_scratch<T, V> scratch;
+        static constexpr std::size_t bytes = sizeof(prefill) + sizeof(decode) + sizeof(logits) + sizeof(next_logits) + sizeof(chunk) +
+                                             sizeof(scratch);
+    };
+    // Continues the sequence in cache (reset() it for a new one) with prompt[0..n_prompt), then
+    // samples up to max_new tokens (sampling.hpp: greedy, temperature, top-k, top-p; draw i uses
+    // the Philox counter (seed, position)). on_token(token) is called for each new token and
+    // returns false to stop; the stop token ends generation without being passed on.
+    // errc::out_of_range: empty prompt or a bad token; errc::cache_full when the cache cannot hold
+    // the prompt, or fills up before max_new tokens (what was generated stays in the cache).
+    template <std::size_t C, std::size_t Cap, class F>
+    static status generate(const Params& p, GenerateWorkspace<C>& ws, KVCache<1, Cap>& cache, const token* prompt,
+                           std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
+        if (n_prompt == 0) return status::error(errc::out_of_range, "prompt");
+        if (cache.length(0) + n_prompt > Cap) return status::error(errc::cache_full);
+        std::size_t n = 0;  // prompt tokens fed
+        while (n < n_prompt) {
+            const std::size_t r = n_prompt - n < C ? n_prompt - n : C;
+            for (std::size_t i = 0; i < C; ++i) ws.chunk.storage[i] = i < r ? prompt[n + i] : 0;
+            if (status st = step_ragged(p, ws.prefill, cache, ws.chunk, ws.logits, {r}); !st) return st;
+            n += r;
+        }
+        const T* last = ws.logits.data() + ((n_prompt - 1) % C) * V;
+        for (std::size_t k = 0; k < max_new; ++k) {
+            const token next = sample(last, s, cache.length(0), ws.scratch);
+            if (next == s.stop || !on_token(next)) return {};
+            if (k + 1 == max_new) return {};
+            if (cache.length(0) == Cap) return status::error(errc::cache_full);
+            Tensor<token, 1, 1> t{};
+            t.storage[0] = next;
+            if (status st = step(p, ws.decode, cache, t, ws.next_logits); !st) return st;
+            last = ws.next_logits.data();
+        }
+        return {};
+    }
+
+  private:
+    template <class Tok, std::size_t B, std::size_t Tq> static constexpr void check_tokens() {
+        static_assert(tensor_like<Tok> && std::is_integral_v<typename Tok::value_type> && Tok::rank == 2 &&
+                          Tok::shape[0] == B && Tok::shape[1] == Tq,
+                      "ctformer: tokens and targets are (batch, len) tensors of integer ids (ct::token)");
+        static_assert(Tq <= Ctx, "ctformer: sequence longer than the model's context");
+    }
+    template <class P> static auto& head(P& p) {
+        if constexpr (tied) return p.wte.weight;
+        else return p.lm_head.weight;
+    }
+    // x: (B, Tq, D) = wte[tokens] + positions (row b starts at pos0[b], or 0).
+    template <std::size_t B, class Tok>
+    static status embed(const Params& p, const Tok* tokens, std::size_t Tq, const std::size_t* pos0, T* x) {
+        for (std::size_t m = 0; m < B * Tq; ++m)
+            if (tokens[m] < 0 || static_cast<std::size_t>(tokens[m]) >= V) return status::error(errc::out_of_range, "tokens");
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t t = 0; t < Tq; ++t) {
+                const std::size_t m = b * Tq + t, pos = (pos0 ? pos0[b] : 0) + t;
+                modules::embedding::forward(p.wte.weight, static_cast<std::size_t>(tokens[m]), x + m * D, false);
+                if (pos >= Ctx) continue;  // a ragged row's unfed tail: never attended, never output
+                if constexpr (learned_positions) modules::embedding::forward(p.wpe.weight, pos, x + m * D, true);
+                else modules::embedding::sinusoidal_add<D>(pos, x + m * D);
+            }
+        return {};
+    }
+};
+
+}  // namespace ctformer
