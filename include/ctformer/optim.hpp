@@ -19,6 +19,17 @@
 
 namespace ctformer {
 
+namespace detail {
+// A value rounded on its own: keeps the compiler from contracting it into a neighbouring add
+// (-ffp-contract=fast), where PyTorch's vectorized kernels round every product.
+template <class T> inline T rounded(T x) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+m"(x));
+#endif
+    return x;
+}
+}  // namespace detail
+
 template <class P> void zero_grad(P& grads) {
     zip_storage([](std::size_t n, auto* g) {
         for (std::size_t i = 0; i < n; ++i) g[i] = 0;
@@ -96,7 +107,9 @@ struct adamw_options {
 // torch.optim.AdamW (amsgrad=False, foreach=False), step t = 1, 2, ...:
 //   p *= 1 - lr·wd;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g·g
 //   p += -(lr / (1-β1^t)) · m / (sqrt(v) / sqrt(1-β2^t) + eps)
-// Scalars are computed in double and rounded to the dtype, as PyTorch's Python scalars are.
+// Scalars are computed in double and rounded to the dtype, as PyTorch's Python scalars are; the
+// products, fused multiply-adds and divisions are PyTorch's vectorized kernels' (addcmul and add with
+// alpha fuse, addcdiv does not), so the result is bit for bit torch.optim.AdamW's (tests/test_models.cpp).
 template <class P> struct AdamW {
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
@@ -115,9 +128,9 @@ template <class P> struct AdamW {
             for (std::size_t i = 0; i < n; ++i) {
                 p[i] *= decay;
                 m[i] = std::fma(a1, g[i], m[i] * b1);
-                v[i] = v[i] * b2 + a2 * g[i] * g[i];
+                v[i] = std::fma(a2 * g[i], g[i], detail::rounded(v[i] * b2));
                 const T denom = std::sqrt(v[i]) / bc2 + eps;
-                p[i] = p[i] + neg_step * m[i] / denom;
+                p[i] = p[i] + detail::rounded(neg_step * m[i]) / denom;
             }
         }, params, grads, exp_avg, exp_avg_sq);
         step_count.storage[0] = t;

@@ -1,0 +1,409 @@
+// Models against PyTorch: a 2-layer nn.TransformerDecoder with final norm (outputs and every
+// gradient), a GPT built from torch.nn parts (logits, loss, every gradient; float, and double with
+// tied embeddings + sinusoidal positions), 3 steps of torch.optim.AdamW and SGD; finite
+// differences in double for the embeddings, LM head and loss; stack step == stack forward;
+// checkpoints that continue bit for bit; reproducible generation.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "grad_fixture.hpp"
+
+namespace {
+
+using Dec = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+using DecStack = ct::DecoderStack<Dec, 2>;
+template <class T>
+using GBlock = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
+                                    ct::activation<ct::gelu>, ct::dtype<T>>;
+template <class T> using SmallGPT = ct::GPT<13, 8, GBlock<T>, 2>;
+using TiedGPT = ct::GPT<13, 8, GBlock<double>, 2, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
+
+struct File {
+    std::vector<std::byte> bytes;
+    ct::safetensors::file<512> f;
+    explicit File(const std::string& name) : bytes(test::read_file(name + ".safetensors")) {
+        REQUIRE(f.parse(bytes).ok());
+    }
+    template <class X> void read(const std::string& n, X& x) {
+        const ct::status st = ct::read_tensor(f, n, x);
+        REQUIRE_MESSAGE(st.ok(), n << ": " << ct::to_string(st.code));
+    }
+    template <class P> void load(P& p, const std::string& prefix) {
+        const ct::status st = ct::load_state_dict(p, f, prefix);
+        REQUIRE_MESSAGE(st.ok(), prefix << ": " << ct::to_string(st.code) << " " << st.tensor_name());
+    }
+};
+
+// Every tensor of got against the file's prefix.<name>, within rel x the tensor's max magnitude.
+// rel = 0: bit for bit.
+template <class P> double check_all(File& file, const P& got, const std::string& prefix, double rel) {
+    double worst = 0;
+    std::size_t n = 0;
+    ct::for_each_tensor(got, [&](std::string_view name, const auto& t) {
+        static std::remove_cvref_t<decltype(t)> want;
+        file.read(prefix + std::string(name), want);
+        const double scale = std::max(test::max_magnitude(want), 1e-30);
+        const double err = test::compare_tensors(t, want).max_abs;
+        INFO(prefix << name << ": max abs err " << err << " (" << err / scale << " of max " << scale << ")");
+        CHECK(err <= rel * scale);
+        worst = std::max(worst, err / scale);
+        ++n;
+    });
+    CHECK(n > 0);
+    return worst;
+}
+
+// ---- DecoderStack ----
+struct StackRig {
+    static inline DecStack::Params params;
+    static inline DecStack::Grads grads;
+    static inline DecStack::TrainWorkspace<2, 5, 7> ws;
+    static inline DecStack::Activations<2, 5, 7> acts;
+    static inline ct::Tensor<float, 2, 5, 16> tgt, out, want, d_out, d_tgt;
+    static inline ct::Tensor<float, 2, 7, 16> mem, d_mem;
+    static inline ct::Tensor<bool, 2, 7> pad;
+    File file{"stack_decoder_2"};
+    StackRig() {
+        file.load(params, "params.");
+        file.read("input.tgt", tgt);
+        file.read("input.memory", mem);
+        file.read("output", want);
+        file.read("grad.output", d_out);
+        for (std::size_t b = 0; b < 2; ++b)
+            for (std::size_t s = 0; s < 7; ++s) pad(b, s) = s >= (b == 0 ? 7u : 4u);
+    }
+};
+
+TEST_CASE("DecoderStack = nn.TransformerDecoder (2 layers + final norm): output and every gradient") {
+    StackRig r;
+    CHECK(r.file.f.metadata("kind") == "stack");
+    REQUIRE(DecStack::forward(r.params, r.ws, r.tgt, r.mem, r.out, ct::causal{}, ct::key_padding(r.pad)).ok());
+    CHECK_CLOSE("stack forward", r.out.data(), r.want.data(), r.out.size, test::golden_tol<float>);
+    ct::zero_grad(r.grads);
+    r.d_tgt = {};
+    r.d_mem = {};
+    const ct::dropout_config none{0.0f, 0.0f, 0.0f, 0, 0};
+    REQUIRE(DecStack::forward_train(r.params, r.ws, r.acts, r.tgt, r.mem, r.out, none, ct::causal{},
+                                    ct::key_padding(r.pad))
+                .ok());
+    CHECK_CLOSE("stack forward_train", r.out.data(), r.want.data(), r.out.size, test::golden_tol<float>);
+    REQUIRE(DecStack::backward(r.params, r.acts, r.ws, r.d_out, r.grads, r.d_tgt, r.d_mem, ct::causal{},
+                               ct::key_padding(r.pad))
+                .ok());
+    const double worst = check_all(r.file, r.grads, "grad.", test::grad_rel_tol<float>);
+    static ct::Tensor<float, 2, 5, 16> want_tgt;
+    static ct::Tensor<float, 2, 7, 16> want_mem;
+    r.file.read("grad.tgt", want_tgt);
+    r.file.read("grad.memory", want_mem);
+    test::GradFixture<Dec, 2, 5, 7>::check("stack grad.tgt", r.d_tgt, want_tgt);
+    test::GradFixture<Dec, 2, 5, 7>::check("stack grad.memory", r.d_mem, want_mem);
+    std::printf("  stack_decoder_2: worst parameter gradient error %.3g of its max magnitude\n", worst);
+    // state_dict names are nn.TransformerDecoder's
+    std::size_t layers1 = 0, norm = 0;
+    ct::for_each_tensor(r.params, [&](std::string_view n, const auto&) {
+        layers1 += n.starts_with("layers.1.");
+        norm += n.starts_with("norm.");
+    });
+    CHECK(layers1 == 18);
+    CHECK(norm == 2);
+}
+
+TEST_CASE("DecoderStack: step token by token (self caches + filled cross caches) = forward rows") {
+    StackRig r;
+    static DecStack::KVCache<2, 5> cache;
+    static DecStack::CrossKVCache<2, 7> cc;
+    static DecStack::StepWorkspace<2, 1> sws;
+    static ct::Tensor<float, 2, 1, 16> x, y;
+    REQUIRE(DecStack::forward(r.params, r.ws, r.tgt, r.mem, r.out, ct::causal{}, ct::key_padding(r.pad)).ok());
+    cache.reset();
+    CHECK(DecStack::step(r.params, sws, cache, cc, x, y).code == ct::errc::cache_empty);
+    DecStack::fill_cross_cache(r.params, sws, cc, r.mem);
+    double worst = 0;
+    for (std::size_t t = 0; t < 5; ++t) {
+        for (std::size_t b = 0; b < 2; ++b)
+            for (std::size_t d = 0; d < 16; ++d) x(b, 0, d) = r.tgt(b, t, d);
+        REQUIRE(DecStack::step(r.params, sws, cache, cc, x, y, ct::causal{}, ct::key_padding(r.pad)).ok());
+        for (std::size_t b = 0; b < 2; ++b)
+            for (std::size_t d = 0; d < 16; ++d) worst = std::max(worst, double(std::fabs(y(b, 0, d) - r.out(b, t, d))));
+    }
+    INFO("max |step - forward| " << worst);
+    CHECK(worst <= 2e-5);
+    CHECK(cache.length(0) == 5);
+    CHECK(cache.layer(1).length(1) == 5);
+    CHECK(DecStack::step(r.params, sws, cache, cc, x, y).code == ct::errc::cache_full);
+    CHECK(cache.truncate(0, 2).ok());
+    CHECK(cache.layer(0).length(0) == 2);
+    CHECK(cache.layer(1).length(0) == 2);
+    CHECK(cache.truncate(0, 3).code == ct::errc::out_of_range);
+    CHECK(cache.truncate(2, 0).code == ct::errc::out_of_range);
+}
+
+// ---- GPT ----
+template <class Model, std::size_t B, std::size_t T> struct GPTRig {
+    using V = typename Model::T;
+    static inline typename Model::Params params;
+    static inline typename Model::Grads grads;
+    static inline typename Model::template TrainWorkspace<B, T> ws;
+    static inline typename Model::template Activations<B, T> acts;
+    static inline typename Model::template Workspace<B, T> iws;
+    static inline ct::Tensor<ct::token, B, T> tokens, targets;
+    static inline ct::Tensor<V, B, T, Model::vocab> logits;
+    File file;
+    explicit GPTRig(const std::string& name) : file(name) {
+        file.load(params, "params.");
+        static ct::Tensor<double, B, T> ids;
+        file.read("input.tokens", ids);
+        for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
+        file.read("input.targets", ids);
+        for (std::size_t i = 0; i < ids.size; ++i) targets.storage[i] = static_cast<ct::token>(ids.storage[i]);
+    }
+    V loss() {
+        V l = 0;
+        REQUIRE(Model::forward_train(params, ws, acts, tokens, targets, l).ok());
+        return l;
+    }
+};
+
+template <class Model> void gpt_against_pytorch(const std::string& name) {
+    using V = typename Model::T;
+    GPTRig<Model, 2, 6> r(name);
+    static ct::Tensor<V, 2, 6, 13> want;
+    static ct::Tensor<V, 1> want_loss;
+    r.file.read("output", want);
+    r.file.read("loss", want_loss);
+    REQUIRE(Model::forward(r.params, r.iws, r.tokens, r.logits).ok());
+    CHECK_CLOSE(name << " logits", r.logits.data(), want.data(), want.size, test::golden_tol<V>);
+    const V loss = r.loss();
+    CHECK_CLOSE(name << " loss", &loss, want_loss.data(), 1, test::golden_tol<V>);
+    ct::zero_grad(r.grads);
+    REQUIRE(Model::backward(r.params, r.acts, r.ws, r.grads).ok());
+    const double worst = check_all(r.file, r.grads, "grad.", test::grad_rel_tol<V>);
+    std::printf("  %-26s loss %.8g (torch %.8g), worst gradient error %.3g of its max magnitude\n", name.c_str(),
+                double(loss), double(want_loss.storage[0]), worst);
+}
+
+TEST_CASE("GPT = the torch.nn GPT: logits, cross-entropy with ignore_index, every gradient (float)") {
+    gpt_against_pytorch<SmallGPT<float>>("gpt_small");
+    std::size_t n = 0;
+    ct::for_each_tensor(GPTRig<SmallGPT<float>, 2, 6>::params, [&](std::string_view name, const auto&) {
+        n += name == "wte.weight" || name == "wpe.weight" || name == "lm_head.weight" ||
+             name == "transformer.norm.weight" || name == "transformer.layers.1.linear2.bias";
+    });
+    CHECK(n == 5);
+}
+
+TEST_CASE("GPT with tied embeddings and sinusoidal positions against PyTorch (double)") {
+    gpt_against_pytorch<TiedGPT>("gpt_tied_sinusoidal_f64");
+}
+
+TEST_CASE("GPT: finite differences in double for wte, wpe, lm_head, a block weight and the loss") {
+    using M = SmallGPT<double>;
+    GPTRig<M, 2, 6> r("gpt_small");  // the float fixture's params, loaded into double
+    ct::zero_grad(r.grads);
+    (void)r.loss();
+    REQUIRE(M::backward(r.params, r.acts, r.ws, r.grads).ok());
+    double worst = 0;
+    auto probe = [&](auto& param, auto& grad, std::size_t i) {
+        const double h = 1e-5, v = param.get(i);
+        param.set(i, v + h);
+        const double lp = r.loss();
+        param.set(i, v - h);
+        const double lm = r.loss();
+        param.set(i, v);
+        const double fd = (lp - lm) / (2 * h), an = grad.get(i);
+        const double err = std::fabs(fd - an) / std::max(1e-6, std::fabs(fd) + std::fabs(an));
+        INFO("element " << i << ": finite difference " << fd << ", backward " << an);
+        CHECK(err <= 1e-6);
+        worst = std::max(worst, err);
+    };
+    for (std::size_t i : {0u, 17u, 100u, 207u}) probe(r.params.wte.weight, r.grads.wte.weight, i);
+    for (std::size_t i : {0u, 33u, 95u}) probe(r.params.wpe.weight, r.grads.wpe.weight, i);
+    for (std::size_t i : {1u, 50u, 207u}) probe(r.params.lm_head.weight, r.grads.lm_head.weight, i);
+    for (std::size_t i : {3u, 300u}) probe(r.params.transformer.layers[1].linear1.weight, r.grads.transformer.layers[1].linear1.weight, i);
+    probe(r.params.transformer.norm.weight, r.grads.transformer.norm.weight, 5);
+    std::printf("  GPT finite differences (double): worst relative error %.3g\n", worst);
+}
+
+TEST_CASE("GPT: micro-batches with loss_scale add up to the whole batch's gradient") {
+    using M = SmallGPT<double>;
+    GPTRig<M, 2, 6> whole("gpt_small");
+    for (auto& t : whole.targets.storage) t = t < 0 ? 0 : t;  // equal counts per half: mean of means
+    ct::zero_grad(whole.grads);
+    (void)whole.loss();
+    REQUIRE(M::backward(whole.params, whole.acts, whole.ws, whole.grads).ok());
+    static M::Grads parts;
+    static M::TrainWorkspace<1, 6> ws;
+    static M::Activations<1, 6> acts;
+    static ct::Tensor<ct::token, 1, 6> tok, tgt;
+    ct::zero_grad(parts);
+    for (std::size_t b = 0; b < 2; ++b) {
+        for (std::size_t t = 0; t < 6; ++t) tok(0, t) = whole.tokens(b, t), tgt(0, t) = whole.targets(b, t);
+        double l;
+        REQUIRE(M::forward_train(whole.params, ws, acts, tok, tgt, l).ok());
+        REQUIRE(M::backward(whole.params, acts, ws, parts, 0.5).ok());
+    }
+    double worst = 0;
+    ct::zip_storage([&](std::size_t n, const double* a, const double* b) {
+        for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    }, static_cast<const M::Grads&>(parts), static_cast<const M::Grads&>(whole.grads));
+    INFO("max |micro-batched - whole| " << worst);
+    CHECK(worst <= 1e-12);
+}
+
+TEST_CASE("GPT: bad tokens and targets are errors that change nothing") {
+    GPTRig<SmallGPT<float>, 2, 6> r("gpt_small");
+    float loss = 7;
+    r.tokens(1, 3) = 13;
+    CHECK(SmallGPT<float>::forward_train(r.params, r.ws, r.acts, r.tokens, r.targets, loss).code == ct::errc::out_of_range);
+    CHECK(SmallGPT<float>::forward(r.params, r.iws, r.tokens, r.logits).code == ct::errc::out_of_range);
+    r.tokens(1, 3) = 2;
+    r.targets(0, 0) = -1;
+    CHECK(SmallGPT<float>::forward_train(r.params, r.ws, r.acts, r.tokens, r.targets, loss).code == ct::errc::out_of_range);
+    CHECK(loss == 7);
+    static SmallGPT<float>::Activations<2, 6> empty;
+    CHECK(SmallGPT<float>::backward(r.params, empty, r.ws, r.grads).code == ct::errc::no_activations);
+}
+
+// ---- Optimizers: 3 steps of torch.optim with the fixture's gradients ----
+template <class Opt> void optimizer_against_pytorch(const std::string& name, Opt& opt) {
+    using M = SmallGPT<float>;
+    File file(name);
+    static M::Params params;
+    static M::Grads grads;
+    file.load(params, "params.");
+    for (int k = 1; k <= 3; ++k) {
+        file.load(grads, "grad" + std::to_string(k) + ".");
+        opt.step(params, grads);
+        const double worst = check_all(file, params, "after" + std::to_string(k) + ".", 0.0);  // bit for bit
+        std::printf("  %-12s step %d: worst |ctformer - torch| %.3g of the tensor's max magnitude\n", name.c_str(), k,
+                    worst);
+    }
+    CHECK(opt.steps() == 3);
+}
+
+TEST_CASE("AdamW = torch.optim.AdamW (lr 1e-2, defaults otherwise), 3 steps") {
+    static ct::AdamW<SmallGPT<float>::Params> opt;
+    opt.options.lr = 1e-2;
+    optimizer_against_pytorch("optim_adamw", opt);
+}
+
+TEST_CASE("SGD = torch.optim.SGD (momentum 0.9, nesterov, weight_decay 1e-2), 3 steps") {
+    static ct::SGD<SmallGPT<float>::Params> opt;
+    opt.options = {.lr = 5e-2, .momentum = 0.9, .dampening = 0, .weight_decay = 1e-2, .nesterov = true};
+    optimizer_against_pytorch("optim_sgd", opt);
+}
+
+TEST_CASE("clip_grad_norm and the cosine warmup schedule") {
+    static SmallGPT<double>::Grads g;
+    ct::zero_grad(g);
+    g.wte.weight.storage[0] = 3;
+    g.transformer.norm.weight.storage[1] = 4;
+    CHECK(ct::clip_grad_norm(g, 10.0) == doctest::Approx(5.0));
+    CHECK(g.wte.weight.storage[0] == 3);  // below max_norm: unchanged
+    CHECK(ct::clip_grad_norm(g, 1.0) == doctest::Approx(5.0));
+    CHECK(g.wte.weight.storage[0] == doctest::Approx(0.6).epsilon(1e-6));
+    CHECK(g.transformer.norm.weight.storage[1] == doctest::Approx(0.8).epsilon(1e-6));
+    const ct::cosine_warmup s{1.0, 10, 110, 0.1};
+    CHECK(s(0) == doctest::Approx(0.1));
+    CHECK(s(9) == doctest::Approx(1.0));
+    CHECK(s(60) == doctest::Approx(0.55));
+    CHECK(s(110) == doctest::Approx(0.1));
+}
+
+// ---- Checkpoints and generation ----
+using Tiny = SmallGPT<float>;
+struct Run {
+    Tiny::Params params;
+    ct::AdamW<Tiny::Params> opt;
+};
+void train(Run& run, GPTRig<Tiny, 2, 6>& r, int steps) {
+    for (int s = 0; s < steps; ++s) {
+        ct::zero_grad(r.grads);
+        float loss;
+        REQUIRE(Tiny::forward_train(run.params, r.ws, r.acts, r.tokens, r.targets, loss).ok());
+        REQUIRE(Tiny::backward(run.params, r.acts, r.ws, r.grads).ok());
+        ct::clip_grad_norm(r.grads, 1.0);
+        run.opt.step(run.params, r.grads, ct::cosine_warmup{1e-2, 2, 10});
+    }
+}
+
+TEST_CASE("checkpoint: save, load into fresh objects, continue bit for bit; a bad file changes nothing") {
+    GPTRig<Tiny, 2, 6> r("gpt_small");
+    static Run a, b;
+    a.params = r.params;
+    train(a, r, 3);
+    static std::byte buf[1 << 20];
+    const ct::save_result saved = ct::save_checkpoint(std::span<std::byte>(buf), a.params, a.opt);
+    REQUIRE(saved.st.ok());
+    static ct::safetensors::file<512> f;
+    REQUIRE(f.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+    REQUIRE(ct::load_checkpoint(f, b.params, b.opt).ok());
+    CHECK(b.opt.steps() == 3);
+    train(a, r, 2);
+    train(b, r, 2);
+    CHECK(std::memcmp(&a.params, &b.params, sizeof a.params) == 0);
+    CHECK(std::memcmp(&a.opt, &b.opt, sizeof a.opt) == 0);
+    // a checkpoint whose optimizer state lacks a tensor: error, and neither object changes
+    static Run c;
+    static ct::safetensors::file<512> g;
+    static std::byte params_only[1 << 20];
+    const ct::save_result po = ct::save_state_dict(a.params, std::span<std::byte>(params_only), "model.");
+    REQUIRE(g.parse(std::span<const std::byte>(params_only, po.bytes)).ok());
+    const ct::status st = ct::load_checkpoint(g, c.params, c.opt);
+    CHECK(st.code == ct::errc::missing_tensor);
+    CHECK(st.tensor_name() == "exp_avg.wte.weight");
+    static Run zero;
+    CHECK(std::memcmp(&c.params, &zero.params, sizeof c.params) == 0);
+}
+
+TEST_CASE("generation: same checkpoint and seed give the same tokens; greedy = argmax of the full forward") {
+    GPTRig<Tiny, 2, 6> r("gpt_small");
+    static Tiny::KVCache<1, 8> cache;
+    static Tiny::GenerateWorkspace<4> gws;
+    const ct::token prompt[3] = {4, 1, 7};
+    auto run = [&](const ct::sampling& s, std::size_t n) {
+        std::vector<ct::token> out;
+        out.reserve(8);
+        cache.reset();
+        const ct::status st = Tiny::generate(r.params, gws, cache, prompt, 3, n, s, [&](ct::token t) {
+            out.push_back(t);
+            return true;
+        });
+        REQUIRE(st.ok());
+        return out;
+    };
+    const ct::sampling sampled{.temperature = 0.9f, .top_k = 8, .top_p = 0.95f, .seed = 7, .stop = -1};
+    const auto a = run(sampled, 5), b = run(sampled, 5);
+    CHECK(a.size() == 5);
+    CHECK(a == b);
+    const auto greedy = run(ct::sampling{.temperature = 0}, 5);
+    // the full forward over prompt + generated: each generated token is the argmax of the row before it
+    static Tiny::Workspace<1, 8> ws;
+    static ct::Tensor<ct::token, 1, 8> seq;
+    static ct::Tensor<float, 1, 8, 13> logits;
+    for (std::size_t i = 0; i < 8; ++i) seq(0, i) = i < 3 ? prompt[i] : greedy[i - 3];
+    REQUIRE(Tiny::forward(r.params, ws, seq, logits).ok());
+    for (std::size_t i = 2; i < 7; ++i) {
+        std::size_t best = 0;
+        for (std::size_t v = 1; v < 13; ++v)
+            if (logits(0, i, v) > logits(0, i, best)) best = v;
+        CHECK(static_cast<ct::token>(best) == seq(0, i + 1));
+    }
+    // the stop token ends generation; the callback can stop it; the cache bounds it
+    const std::size_t first = static_cast<std::size_t>(std::find(greedy.begin(), greedy.end(), greedy[2]) - greedy.begin());
+    const auto stopped = run(ct::sampling{.temperature = 0, .stop = greedy[2]}, 5);
+    CHECK(stopped.size() == first);
+    CHECK(cache.length(0) == 3 + first);
+    cache.reset();
+    std::size_t calls = 0;
+    CHECK(Tiny::generate(r.params, gws, cache, prompt, 3, 5, sampled, [&](ct::token) { return ++calls < 2; }).ok());
+    CHECK(calls == 2);
+    cache.reset();
+    CHECK(Tiny::generate(r.params, gws, cache, prompt, 3, 9, sampled, [](ct::token) { return true; }).code ==
+          ct::errc::cache_full);
+    CHECK(Tiny::generate(r.params, gws, cache, prompt, 0, 1, sampled, [](ct::token) { return true; }).code ==
+          ct::errc::out_of_range);
+}
+
+}  // namespace
