@@ -139,6 +139,49 @@ TEST_CASE("DecoderStack: step token by token (self caches + filled cross caches)
     CHECK(cache.truncate(2, 0).code == ct::errc::out_of_range);
 }
 
+TEST_CASE("DecoderStack of decoder-only blocks: forward = layers by hand; step and step_ragged = forward rows") {
+    using Blk = GBlock<double>;
+    using S = ct::DecoderStack<Blk, 3>;
+    static S::Params p;
+    static S::Workspace<2, 6> ws;
+    static Blk::Workspace<2, 6> lws;
+    static ct::Tensor<double, 2, 6, 16> x, out, by_hand;
+    static S::KVCache<2, 6> cache;
+    static S::StepWorkspace<2, 2> sws;
+    static ct::Tensor<double, 2, 2, 16> xs, ys;
+    ct::for_each_tensor(p, [](std::string_view name, auto& t) {
+        const bool gamma = name.find("norm") != std::string_view::npos && name.ends_with("weight");
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, gamma ? 1.0 + 0.01 * double(i % 7) : 0.05 * std::sin(0.37 * double(i) + double(name.size())));
+    });
+    for (std::size_t i = 0; i < x.size; ++i) x.storage[i] = std::cos(0.11 * double(i));
+    REQUIRE(S::forward(p, ws, x, out, ct::causal{}).ok());
+    by_hand = x;
+    for (std::size_t l = 0; l < 3; ++l) REQUIRE(Blk::forward(p.layers[l], lws, by_hand, by_hand, ct::causal{}).ok());
+    for (std::size_t m = 0; m < 12; ++m)
+        ct::modules::norm<Blk::config>::forward(p.norm, by_hand.data() + m * 16, by_hand.data() + m * 16, 1);
+    CHECK_CLOSE("stack vs layers by hand", out.data(), by_hand.data(), out.size, 1e-12);
+    // row 0 fed 2 positions per step, row 1 ragged: 1, 2, 2, 1
+    const std::array<std::size_t, 2> counts[4] = {{2, 1}, {2, 2}, {2, 2}, {0, 1}};
+    std::size_t pos[2] = {0, 0};
+    double worst = 0;
+    for (const auto& c : counts) {
+        for (std::size_t b = 0; b < 2; ++b)
+            for (std::size_t i = 0; i < 2; ++i)
+                for (std::size_t d = 0; d < 16; ++d) xs(b, i, d) = i < c[b] ? x(b, pos[b] + i, d) : 99.0;
+        REQUIRE(S::step_ragged(p, sws, cache, xs, ys, c, ct::causal{}).ok());
+        for (std::size_t b = 0; b < 2; ++b) {
+            for (std::size_t i = 0; i < 2; ++i)
+                for (std::size_t d = 0; d < 16; ++d)
+                    worst = std::max(worst, i < c[b] ? std::fabs(ys(b, i, d) - out(b, pos[b] + i, d)) : std::fabs(ys(b, i, d)));
+            pos[b] += c[b];
+        }
+    }
+    INFO("max |step - forward| " << worst);
+    CHECK(worst <= 1e-12);
+    CHECK(cache.length(0) == 6);
+    CHECK(cache.length(1) == 6);
+}
+
 // ---- GPT ----
 template <class Model, std::size_t B, std::size_t T> struct GPTRig {
     using V = typename Model::T;
@@ -358,7 +401,20 @@ TEST_CASE("checkpoint: save, load into fresh objects, continue bit for bit; a ba
 }
 
 TEST_CASE("generation: same checkpoint and seed give the same tokens; greedy = argmax of the full forward") {
-    GPTRig<Tiny, 2, 6> r("gpt_small");
+    GPTRig<Tiny, 2, 6> fixture("gpt_small");
+    // generate from a saved and reloaded checkpoint
+    static Run saved_run;
+    static struct {
+        Tiny::Params params;
+    } r;
+    saved_run.params = fixture.params;
+    static std::byte buf[1 << 20];
+    const ct::save_result saved = ct::save_checkpoint(std::span<std::byte>(buf), saved_run.params, saved_run.opt);
+    REQUIRE(saved.st.ok());
+    static ct::safetensors::file<512> f;
+    static ct::AdamW<Tiny::Params> opt;
+    REQUIRE(f.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+    REQUIRE(ct::load_checkpoint(f, r.params, opt).ok());
     static Tiny::KVCache<1, 8> cache;
     static Tiny::GenerateWorkspace<4> gws;
     const ct::token prompt[3] = {4, 1, 7};
