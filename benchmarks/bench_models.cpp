@@ -13,6 +13,9 @@
 
 #include <ctformer/ctformer.hpp>
 
+#include "probes.hpp"
+#include "shapes.hpp"
+
 #ifdef CTFORMER_HAVE_EIGEN
 #include "eigen_gpt.hpp"
 #endif
@@ -38,7 +41,24 @@ void init(Model::Params& p) {
     });
 }
 void tokens_counter(benchmark::State& st, double tokens) {
+    st.counters["tokens"] = tokens;  // per iteration; the report derives rates from the best time
     st.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+}
+// A training step's FLOPs: 3x the forward's (N blocks as layer_flops counts them, + the LM head).
+constexpr double train_flops() {
+    constexpr shape s{"gpt", B, T, T, D, H, F, false};
+    return 3 * (N * layer_flops(s) + 2.0 * B * T * D * V);
+}
+void train_counters(benchmark::State& st) {
+    tokens_counter(st, B * T);
+    st.counters["flops"] = train_flops();
+    st.counters["GFLOP/s"] = benchmark::Counter(train_flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    st.counters["%peak"] = benchmark::Counter(100.0 * train_flops() / probes::peak_flops(),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_peak_fma_probe(benchmark::State& st) {
+    for (auto _ : st) benchmark::DoNotOptimize(probes::peak_flops());
+    st.counters["peak_GFLOP/s"] = probes::peak_flops() / 1e9;
 }
 
 void BM_ctformer_train(benchmark::State& st) {
@@ -58,7 +78,7 @@ void BM_ctformer_train(benchmark::State& st) {
         opt.step(p, g);
         benchmark::DoNotOptimize(loss);
     }
-    tokens_counter(st, B * T);
+    train_counters(st);
 }
 
 void BM_ctformer_generate(benchmark::State& st) {
@@ -80,7 +100,7 @@ void BM_ctformer_generate(benchmark::State& st) {
 
 #ifdef CTFORMER_HAVE_EIGEN
 void BM_eigen_generate(benchmark::State& st) {
-    eigen_peer::GPT m(int(V), int(Ctx), int(D), int(H), int(F), int(N));
+    eigen_peer::GPT m{int(V), int(Ctx), int(D), int(H), int(F), int(N)};
     for (auto _ : st) {
         m.reset();
         int t = 1;
@@ -110,7 +130,7 @@ struct TorchBlockImpl : torch::nn::Module {
     }
     torch::Tensor forward(torch::Tensor x, const torch::Tensor& mask) {  // (T, B, D)
         auto h = ln1(x);
-        x = x + std::get<0>(attn(h, h, h, {}, false, mask));
+        x = x + std::get<0>(attn->forward(h, h, h, torch::Tensor(), false, mask));
         return x + fc2(torch::gelu(fc1(ln2(x))));
     }
 };
@@ -151,7 +171,7 @@ void BM_libtorch_train(benchmark::State& st) {
         opt.step();
         benchmark::DoNotOptimize(loss.data_ptr());
     }
-    tokens_counter(st, B * T);
+    train_counters(st);
 }
 
 void BM_libtorch_generate(benchmark::State& st) {
@@ -176,6 +196,7 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 
 }  // namespace
 
+BENCHMARK(BM_peak_fma_probe)->Iterations(1);
 CT_BENCH(BM_ctformer_train, "gpt/train/ctformer");
 CT_BENCH(BM_ctformer_generate, "gpt/generate/ctformer");
 #ifdef CTFORMER_HAVE_EIGEN

@@ -38,6 +38,8 @@ _, kernels = load(sys.argv[2])
 compile_s = float(sys.argv[3])
 cxx = sys.argv[4]
 peak = layer.get("BM_peak_fma_probe", {}).get("GFLOP/s")
+# optional: bench_models' JSON (the char GPT of examples/train_char_gpt.cpp)
+models = load(sys.argv[5])[1] if len(sys.argv) > 5 and os.path.exists(sys.argv[5]) else {}
 
 out = []
 p = out.append
@@ -141,6 +143,19 @@ targets = [
      "%.1f×", lambda v: v >= 10),
     ("tiny step ≤ 3 µs", us(t("step/tiny/ctformer")) if t("step/tiny/ctformer") else None, "%.1f µs", lambda v: v <= 3),
 ]
+def mt(name):
+    return models.get("gpt/%s" % name)
+def mratio(a, b):
+    return us(mt(b)) / us(mt(a)) if mt(a) and mt(b) else None
+if models:
+    targets += [
+        ("GPT training (example's model, + AdamW) ≥ 5× libtorch", mratio("train/ctformer", "train/libtorch"), "%.2f×",
+         lambda v: v >= 5),
+        ("GPT generation ≥ 20× libtorch recomputing the prefix", mratio("generate/ctformer", "generate/libtorch"),
+         "%.1f×", lambda v: v >= 20),
+        ("GPT generation ≥ 1.3× Eigen with KV caches", mratio("generate/ctformer", "generate/eigen"), "%.2f×",
+         lambda v: v >= 1.3),
+    ]
 p("## Targets (performance and incremental-decoding issues) in this run\n")
 p("| target | measured | met |")
 p("|---|---|---|")
@@ -148,6 +163,19 @@ for name, v, f, ok in targets:
     p("| %s | %s | %s |" % (name, (f % v) if v is not None else "—", "yes" if v is not None and ok(v) else "**no**"))
 p("")
 p(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "performance_notes.md")).read())
+if models:
+    p("## Models (`bench_models`: the char GPT of `examples/train_char_gpt.cpp`)\n")
+    p("Training: one step on a (16, 64) batch (forward, cross-entropy, backward, AdamW). Generation: 63 tokens "
+      "after a 1-token prompt, greedy; ctformer and Eigen through KV caches, libtorch recomputing the prefix.\n")
+    p("| benchmark | time | tokens/s | % of peak |")
+    p("|---|---|---|---|")
+    for name in ("train/ctformer", "train/libtorch", "generate/ctformer", "generate/eigen", "generate/libtorch"):
+        b = mt(name)
+        if b:  # rates from the best repetition's time
+            pc = 100.0 * b["flops"] / (us(b) * 1e-6) / (peak * 1e9) if "flops" in b and peak else None
+            p("| gpt/%s | %.0f µs | %.0f | %s |" % (name, us(b), b.get("tokens", 0) / (us(b) * 1e-6),
+                                                   ("%.0f%%" % pc) if pc else ""))
+    p("")
 p("## Kernels\n")
 p("| benchmark | time | GFLOP/s | % of peak |")
 p("|---|---|---|---|")
