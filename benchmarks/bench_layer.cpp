@@ -9,6 +9,7 @@
 
 #include <ctformer/ctformer.hpp>
 
+#include "bench_main.hpp"
 #include "probes.hpp"
 #include "shapes.hpp"
 
@@ -265,4 +266,4 @@ CT_BENCH(BM_libtorch<batched>, "layer/batched/libtorch");
 CT_BENCH(BM_libtorch_train<tiny>, "train/tiny/libtorch");
 CT_BENCH(BM_libtorch_train<base>, "train/base/libtorch");
 #endif
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return bench::main(argc, argv); }

@@ -13,6 +13,7 @@
 
 #include <ctformer/ctformer.hpp>
 
+#include "bench_main.hpp"
 #include "probes.hpp"
 #include "shapes.hpp"
 
@@ -206,4 +207,4 @@ CT_BENCH(BM_eigen_generate, "gpt/generate/eigen");
 CT_BENCH(BM_libtorch_train, "gpt/train/libtorch");
 CT_BENCH(BM_libtorch_generate, "gpt/generate/libtorch");
 #endif
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return bench::main(argc, argv); }

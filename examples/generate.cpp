@@ -1,6 +1,8 @@
-// Greedy token-by-token generation with a small decoder-only stack (2 GPT-style blocks, an embedding
-// table and an LM head) and KV caches. Each step's hidden state is checked against the full
-// forward over the whole generated sequence: incremental decoding gives the same rows.
+// Greedy token-by-token generation through a decoder-only stack (ct::DecoderStack of 2 GPT-style
+// blocks, no final norm) with an embedding table and an LM head written out by hand, and the
+// stack's KV caches. Each step's hidden state is checked against the stack's full forward over the
+// whole generated sequence: incremental decoding gives the same rows. (ct::GPT packages all of
+// this, with training and sampling: examples/train_char_gpt.cpp.)
 #include <cmath>
 #include <cstdio>
 
@@ -9,23 +11,23 @@
 constexpr std::size_t D = 64, H = 4, F = 256, Vocab = 50, Steps = 24, Layers = 2;
 using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
                                    ct::activation<ct::gelu>>;
+using Stack = ct::DecoderStack<Block, Layers, false>;
 
-static Block::Params blocks[Layers];
-static Block::KVCache<1, Steps> caches[Layers];  // one cache per layer
-static Block::StepWorkspace<1, 1> step_ws;
-static Block::Workspace<1, Steps> full_ws;
+static Stack::Params blocks;
+static Stack::KVCache<1, Steps> caches;  // one cache per layer
+static Stack::StepWorkspace<1, 1> step_ws;
+static Stack::Workspace<1, Steps> full_ws;
 static float embedding[Vocab][D], lm_head[Vocab][D], positions[Steps][D];
 static ct::Tensor<float, 1, 1, D> x, y;
-static ct::Tensor<float, 1, Steps, D> seq_in, seq_a, seq_b, stepped;
+static ct::Tensor<float, 1, Steps, D> seq_in, seq_out, stepped;
 
 int main() {
     unsigned s = 3;
     auto rnd = [&s] { return static_cast<float>((s = s * 1103515245u + 12345u) >> 9 & 0xffff) / 65536.0f - 0.5f; };
-    for (auto& b : blocks)
-        ct::for_each_tensor(b, [&](std::string_view name, auto& t) {
-            const bool gamma = name.starts_with("norm") && name.ends_with("weight");
-            for (std::size_t i = 0; i < t.size; ++i) t.set(i, gamma ? 1.0f : 0.15f * rnd());
-        });
+    ct::for_each_tensor(blocks, [&](std::string_view name, auto& t) {
+        const bool gamma = name.find("norm") != std::string_view::npos && name.ends_with("weight");
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, gamma ? 1.0f : 0.15f * rnd());
+    });
     for (auto& e : embedding) for (auto& v : e) v = rnd();
     for (auto& e : lm_head) for (auto& v : e) v = rnd();
     for (auto& p : positions) for (auto& v : p) v = 0.1f * rnd();
@@ -34,11 +36,9 @@ int main() {
     std::printf("generated:");
     for (std::size_t t = 0; t < Steps; ++t) {
         for (std::size_t d = 0; d < D; ++d) seq_in(0, t, d) = x(0, 0, d) = embedding[token][d] + positions[t][d];
-        for (std::size_t l = 0; l < Layers; ++l) {
-            if (ct::status st = Block::step(blocks[l], step_ws, caches[l], x, y, ct::causal{}); !st)
-                return std::printf("\nstep failed: %s\n", ct::to_string(st.code)), 1;
-            x = y;
-        }
+        if (ct::status st = Stack::step(blocks, step_ws, caches, x, y, ct::causal{}); !st)
+            return std::printf("\nstep failed: %s\n", ct::to_string(st.code)), 1;
+        x = y;
         for (std::size_t d = 0; d < D; ++d) stepped(0, t, d) = x(0, 0, d);
         // next = argmax_v <x, lm_head[v]>
         float best = -INFINITY;
@@ -51,17 +51,15 @@ int main() {
     }
     std::printf("\n");
 
-    // The full forward over the same inputs, layer by layer.
-    if (!Block::forward(blocks[0], full_ws, seq_in, seq_a, ct::causal{}) ||
-        !Block::forward(blocks[1], full_ws, seq_a, seq_b, ct::causal{}))
-        return 1;
+    // The full forward over the same inputs.
+    if (!Stack::forward(blocks, full_ws, seq_in, seq_out, ct::causal{})) return 1;
     double worst = 0;
     for (std::size_t t = 0; t < Steps; ++t) {
         double err = 0;
-        for (std::size_t d = 0; d < D; ++d) err = std::fmax(err, std::fabs(stepped(0, t, d) - seq_b(0, t, d)));
+        for (std::size_t d = 0; d < D; ++d) err = std::fmax(err, std::fabs(stepped(0, t, d) - seq_out(0, t, d)));
         worst = std::fmax(worst, err);
         std::printf("step %2zu: max |step - full forward row| = %.2e %s\n", t, err, err <= 2e-5 ? "equal" : "DIFFERENT");
     }
-    std::printf("KV caches: %zu bytes per layer (capacity %zu)\n", Block::KVCache<1, Steps>::bytes, Steps);
+    std::printf("KV caches: %zu bytes for %zu layers (capacity %zu)\n", Stack::KVCache<1, Steps>::bytes, Layers, Steps);
     return worst <= 2e-5 ? 0 : 1;
 }
