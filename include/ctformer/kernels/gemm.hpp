@@ -68,6 +68,15 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b,
             simd::store(c + r * ldc + v * W, last ? apply_vec<T>(act, acc[r][v]) : acc[r][v]);
 }
 
+// Rows of the next register tile when `left` rows remain: MR, except that a remainder between MR
+// and 2·MR is split evenly (16 rows on a 12-row tile: 8 + 8, not 12 + 4, whose 4-row tile has too
+// few independent FMA chains to hide their latency). Only where a is read in place: a packed a
+// block is laid out in whole MR-row tiles.
+template <class T> constexpr std::size_t balanced_rows(std::size_t left) {
+    constexpr std::size_t MR = gemm_tile<T>::MR;
+    return left <= MR ? left : (left < 2 * MR ? (left + 1) / 2 : MR);
+}
+
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
 template <class T, std::size_t V, bool PackedA, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
@@ -250,8 +259,8 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 for (std::size_t j = 0; j < NR; ++j) bias_pad[j] = j < ncols ? bias[n0 + j] : T(0);
                 bias_n = bias_pad;
             }
-            for (std::size_t m0 = mb; m0 < mend; m0 += MR) {
-                const std::size_t rows = mend - m0 < MR ? mend - m0 : MR;
+            for (std::size_t m0 = mb, rows = 0; m0 < mend; m0 += rows) {
+                rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
                 const bool whole = CL == c_layout::panels || ncols == NR;
                 T* cm = CL == c_layout::panels ? c + (n0 / NR * M + m0) * NR : c + m0 * ldc + n0;
                 const std::size_t ldcm = CL == c_layout::panels ? NR : ldc;
@@ -392,8 +401,8 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
             const bool from_c = kb > 0 || accumulate, last = kb + 1 == kblocks;
             const T* bk = b + k0 * ldb + n0;
             const T* bias_n = bias && kb == 0 ? bias + n0 : nullptr;
-            for (std::size_t m0 = 0; m0 < M; m0 += MR) {
-                const std::size_t rows = M - m0 < MR ? M - m0 : MR;
+            for (std::size_t m0 = 0, rows = 0; m0 < M; m0 += rows) {
+                rows = detail::balanced_rows<T>(M - m0);
                 const T* am = a + m0 * lda + k0;
                 T* cm = c + m0 * ldc + n0;
                 std::size_t j = 0;
