@@ -19,6 +19,12 @@ using GBlock = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<3
 template <class T> using SmallGPT = ct::GPT<13, 8, GBlock<T>, 2>;
 using TiedGPT = ct::GPT<13, 8, GBlock<double>, 2, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
 
+// Every role's byte size is a compile-time constant, Params included, equal to its sizeof.
+static_assert(Dec::Params::bytes == sizeof(Dec::Params) && DecStack::Params::bytes == sizeof(DecStack::Params));
+static_assert(SmallGPT<float>::Params::bytes == sizeof(SmallGPT<float>::Params) &&
+              TiedGPT::Params::bytes == sizeof(TiedGPT::Params));
+static_assert(SmallGPT<float>::Params::bytes >= sizeof(float) * ct::parameter_count<SmallGPT<float>::Params>());
+
 struct File {
     std::vector<std::byte> bytes;
     ct::safetensors::file<512> f;

@@ -41,7 +41,7 @@ template <class Cfg> struct Layer {
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim, F = Cfg::ffn_dim;
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
     static constexpr std::size_t sublayers = cross ? 3 : 2;
-    using Params = LayerParams<Cfg>;
+    using Params = params_role<LayerParams<Cfg>>;
     // Gradients have the params' type: the same reflected names (for_each_tensor, save_state_dict
     // writes them in PyTorch's layout) and the same storage layout (an optimizer is elementwise).
     using Grads = Params;

@@ -30,11 +30,8 @@ template <class T> inline T rounded(T x) {
 }
 }  // namespace detail
 
-template <class P> void zero_grad(P& grads) {
-    zip_storage([](std::size_t n, auto* g) {
-        for (std::size_t i = 0; i < n; ++i) g[i] = 0;
-    }, grads);
-}
+// PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero.
+template <class P> void zero_grad(P& grads) { zero_params(grads); }
 
 // torch.nn.utils.clip_grad_norm_(grads, max_norm): the global L2 norm over every gradient; if it
 // exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6). Returns the norm before

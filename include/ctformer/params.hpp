@@ -94,6 +94,12 @@ template <class P, std::size_t N> struct ModuleList {
     const P* begin() const { return items; }
     const P* end() const { return items + N; }
 };
+// The Params role of a layer, stack or model: the reflected struct P plus its byte size, like every
+// other role's `bytes` (P's members are the whole object: bytes == sizeof).
+template <class P> struct params_role : P {
+    static constexpr std::size_t bytes = sizeof(P);
+};
+
 // A member a configuration leaves out (a tied LM head, sinusoidal positions): no tensors, no name.
 struct absent {};
 
@@ -188,9 +194,9 @@ template <class P> constexpr std::size_t parameter_count() {
 }
 
 template <class P> void zero_params(P& p) {
-    for_each_tensor(p, [](std::string_view, auto& t) {
-        for (std::size_t i = 0; i < t.size; ++i) t.set(i, 0);
-    });
+    zip_storage([](std::size_t n, auto* x) {
+        for (std::size_t i = 0; i < n; ++i) x[i] = 0;
+    }, p);
 }
 
 }  // namespace ctformer

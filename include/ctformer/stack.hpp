@@ -38,7 +38,7 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     static constexpr std::size_t layers = N, D = L::D;
     static constexpr bool cross = L::cross, final_norm = FinalNorm;
     using NormM = typename L::NormM;
-    using Params = StackParams<typename L::Params, N, typename L::Params::norm_t, FinalNorm>;
+    using Params = params_role<StackParams<typename L::Params, N, typename L::Params::norm_t, FinalNorm>>;
     using Grads = Params;
 
     // ---- Memory roles ----

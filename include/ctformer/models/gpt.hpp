@@ -65,7 +65,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     static constexpr bool learned_positions =
         std::is_same_v<typename detail::pick<tag::positions, positions<learned>, Opts...>::type, learned>;
     using Stack = DecoderStack<Block, N, true>;
-    using Params = GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>;
+    using Params = params_role<GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>>;
     using Grads = Params;
 
     // ---- Memory roles ----
