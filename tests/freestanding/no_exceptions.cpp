@@ -1,0 +1,43 @@
+// Built with -fno-exceptions -fno-rtti and linked; cmake/check_no_exceptions.cmake then checks the
+// image: no exception machinery (__cxa_throw, std::__throw_*), no RTTI and no heap (malloc,
+// operator new) reachable from the library's entry points used here — the loader included.
+#include <ctformer/ctformer.hpp>
+
+using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
+using Blk = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
+using G = ct::GPT<16, 8, Blk, 2>;
+
+static L::Params p;
+static L::Workspace<1, 8, 8> ws;
+static L::KVCache<1, 8> cache;
+static L::CrossKVCache<1, 8> cc;
+static L::StepWorkspace<1, 1> sws;
+static ct::Tensor<float, 1, 8, 32> x, m, y;
+static ct::Tensor<float, 1, 1, 32> step_in, step_out;
+static G::Params gp;
+static G::Grads gg;
+static G::TrainWorkspace<1, 8> gws;
+static G::Activations<1, 8> ga;
+static G::KVCache<1, 8> gcache;
+static G::GenerateWorkspace<4> gen;
+static ct::Tensor<ct::token, 1, 8> t;
+static ct::AdamW<G::Params> opt;
+static ct::safetensors::file<512> f;
+static std::byte buf[1 << 20];
+
+int main(int argc, char**) {
+    int ok = 0;
+    ok += ct::load_state_dict(p, std::span<const std::byte>(buf, static_cast<std::size_t>(argc) * 100)).ok();
+    ok += L::forward(p, ws, x, m, y, ct::causal{}).ok();
+    L::fill_cross_cache(p, sws, cc, m);
+    ok += L::step(p, sws, cache, cc, step_in, step_out, ct::causal{}).ok();
+    float loss = 0;
+    ok += G::forward_train(gp, gws, ga, t, t, loss).ok() && G::backward(gp, ga, gws, gg).ok();
+    ct::clip_grad_norm(gg, 1.0);
+    opt.step(gp, gg);
+    const ct::token prompt[1] = {1};
+    ok += G::generate(gp, gen, gcache, prompt, 1, 3, ct::sampling{}, [](ct::token) { return true; }).ok();
+    const ct::save_result r = ct::save_checkpoint(std::span<std::byte>(buf), gp, opt);
+    ok += r.st.ok() && f.parse(std::span<const std::byte>(buf, r.bytes)).ok() && ct::load_checkpoint(f, gp, opt).ok();
+    return ok == 0;
+}
