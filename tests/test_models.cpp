@@ -25,6 +25,11 @@ static_assert(SmallGPT<float>::Params::bytes == sizeof(SmallGPT<float>::Params) 
               TiedGPT::Params::bytes == sizeof(TiedGPT::Params));
 static_assert(SmallGPT<float>::Params::bytes >= sizeof(float) * ct::parameter_count<SmallGPT<float>::Params>());
 
+// Scratch sized from the shapes: a one-token step of a small layer needs no more than its 8-token
+// forward (the GEMM packing block is bounded by the layer's dimensions, not a fixed 256).
+using SmallLayer = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
+static_assert(SmallLayer::StepWorkspace<1, 1>::bytes <= SmallLayer::Workspace<1, 8, 8>::bytes);
+
 struct File {
     std::vector<std::byte> bytes;
     ct::safetensors::file<512> f;

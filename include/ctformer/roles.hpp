@@ -22,7 +22,8 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim, Dh = Cfg::head_dim;
     static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
-    static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms);
+    // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
+    static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
     alignas(64) T qkv[M * 3 * D];      // self: q|k|v per row; cross: q
     alignas(64) T kv_mem[Ms * 2 * D];  // cross: k|v of every memory row
     alignas(64) T ctx[M * D];          // concatenated head outputs
@@ -41,7 +42,10 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     using T = typename base::T;
     static constexpr std::size_t D = base::D, M = base::M, Ms = base::Ms, Dh = base::Dh, Smax = base::Smax,
                                  pack_elems = base::pack_elems;
-    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(M > Ms ? M : Ms);
+    // backward's GEMMs: weight gradients (inner dimension: the M or Ms input rows) and input
+    // gradients (inner dimension: an output width, up to 3D for the packed in-projection, or F)
+    static constexpr std::size_t F = Cfg::ffn_dim, Mx = M > Ms ? M : Ms, Ox = 3 * D > F ? 3 * D : F;
+    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(Mx, Mx > Ox ? Mx : Ox);
     alignas(64) T grad[M * D];    // the residual stream's gradient
     alignas(64) T dbranch[M * D];  // a branch's output gradient through its output dropout
     alignas(64) T din[M * D];     // a branch's input gradient (pre-norm: before its norm)
@@ -60,7 +64,8 @@ template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
     static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
     // Staging for fill_cross_cache: projected memory rows, a block at a time.
     static constexpr std::size_t fill_rows = 16;
-    static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows);
+    static constexpr std::size_t pack_elems =
+        kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows, D > F ? D : F);
     alignas(64) T qkv[M * 3 * D];
     alignas(64) T ctx[M * D];
     alignas(64) T branch[M * D];

@@ -235,7 +235,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     using tile = gemm_tile<T>;
     constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     T* bp = pack;
-    T* ap = pack + KC * NR;
+    T* ap = pack + (K < KC ? K : KC) * NR;  // after one (kc x NR) block of b: kc <= min(K, KC)
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     const std::size_t mc = AL == a_layout::cols ? gemm_mc : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
@@ -370,12 +370,14 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
 // Rows at or below which gemm streams b as a GEMV instead of tiling.
 inline constexpr std::size_t small_m_rows = 4;
 
-// Scratch for the packed path of an M-row gemm: one (KC x NR) panel of b and the (M x KC) block of a,
-// both k-major, so the micro-kernel reads two contiguous streams with compile-time strides. Lives
-// in the caller's workspace (its size is a compile-time constant there).
-template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows) {
+// Scratch for the packed path of gemms of at most max_rows rows and inner dimension at most max_k:
+// one (kc x NR) panel of b and the (rows x kc) block of a, kc = min(max_k, KC), both k-major, so
+// the micro-kernel reads two contiguous streams with compile-time strides. Lives in the caller's
+// workspace (its size is a compile-time constant there); small layers get small scratch.
+template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows, std::size_t max_k = gemm_tile<T>::KC) {
     using tile = gemm_tile<T>;
-    return tile::KC * tile::NR + (max_rows + tile::MR - 1) / tile::MR * tile::MR * tile::KC;
+    const std::size_t kc = max_k < tile::KC ? max_k : tile::KC;
+    return kc * tile::NR + (max_rows + tile::MR - 1) / tile::MR * tile::MR * kc;
 }
 
 // c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c).
@@ -445,9 +447,10 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // ---- The backward pass's two GEMM shapes (training) ----
 
 // Scratch of gemm_tn_panels / gemm_nt_panels for at most max_rows rows of a (a's rows are
-// blocked by gemm_mc when a is transposed).
-template <class T> constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows) {
-    return gemm_pack_elems<T>(max_rows > detail::gemm_mc ? max_rows : detail::gemm_mc);
+// blocked by gemm_mc when a is transposed) and inner dimension at most max_k.
+template <class T>
+constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t max_k = gemm_tile<T>::KC) {
+    return gemm_pack_elems<T>(max_rows > detail::gemm_mc ? max_rows : detail::gemm_mc, max_k);
 }
 
 // A weight's gradient: c: (M, N) in panel layout += aᵀ · b, a: (K, M) row-major at lda (the

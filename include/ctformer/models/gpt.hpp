@@ -76,8 +76,10 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t B, std::size_t Tq> struct TrainWorkspace : Stack::template TrainWorkspace<B, Tq> {
         alignas(64) T x[B * Tq * D], dx[B * Tq * D], dhidden[B * Tq * D];
         alignas(64) T dlogits[B * Tq * V];
-        static constexpr std::size_t bytes =
-            Stack::template TrainWorkspace<B, Tq>::bytes + sizeof(x) + sizeof(dx) + sizeof(dhidden) + sizeof(dlogits);
+        // the LM head's backward: inner dimensions B·Tq (its weight gradient) and V (dhidden)
+        alignas(64) T head_pack[kernels::gemm_train_pack_elems<T>(B * Tq, B * Tq > V ? B * Tq : V)];
+        static constexpr std::size_t bytes = Stack::template TrainWorkspace<B, Tq>::bytes + sizeof(x) + sizeof(dx) +
+                                             sizeof(dhidden) + sizeof(dlogits) + sizeof(head_pack);
     };
     template <std::size_t B, std::size_t Tq> struct Activations {
         static constexpr std::size_t batch = B, tgt_len = Tq;
@@ -162,7 +164,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                                                      scale);
         }
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
-                                  ws.dhidden, false, ws.train_pack());
+                                  ws.dhidden, false, ws.head_pack);
         for (std::size_t i = 0; i < M * D; ++i) ws.dx[i] = T(0);
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
         auto dx = view<B, Tq, D>(ws.dx);
