@@ -7,12 +7,14 @@
 
 namespace ctformer::kernels {
 
-struct moments_t {
-    double mean, var;
+template <class T> struct moments_t {
+    T mean, var;
 };
 
-// x: (n) -> mean and biased (population) variance, two passes for accuracy.
-template <class T> inline moments_t moments(const T* x, std::size_t n) {
+// x: (n) -> mean and biased (population) variance, two passes for accuracy, in T: a float layer
+// does no double arithmetic (software floating point on single-precision FPUs such as
+// Cortex-M4/M33); float statistics meet the PyTorch fixtures' 2e-5 tolerance (tests/test_golden.cpp).
+template <class T> inline moments_t<T> moments(const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     const T mean = sum(x, n) / static_cast<T>(n);
     const simd::vec<T> mv(mean);
@@ -24,7 +26,7 @@ template <class T> inline moments_t moments(const T* x, std::size_t n) {
     }
     T ss = simd::hsum<T>(acc);
     for (; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
-    return {static_cast<double>(mean), static_cast<double>(ss / static_cast<T>(n))};
+    return {mean, ss / static_cast<T>(n)};
 }
 
 // y: (n) = (x - shift) * scale * gamma + beta; gamma/beta may be null (no affine / no bias).
@@ -51,9 +53,9 @@ inline void scale_shift(const T* x, T* y, std::size_t n, T shift, T scale, const
 // LayerNorm: y = (x - mean) / sqrt(var + eps) * gamma + beta (PyTorch's biased variance).
 template <class T>
 inline void layer_norm_row(const T* x, T* y, std::size_t n, T eps, const T* gamma, const T* beta) {
-    const moments_t m = moments(x, n);
-    const T rstd = static_cast<T>(1.0 / std::sqrt(m.var + static_cast<double>(eps)));
-    scale_shift(x, y, n, static_cast<T>(m.mean), rstd, gamma, beta);
+    const moments_t<T> m = moments(x, n);
+    const T rstd = T(1) / std::sqrt(m.var + eps);
+    scale_shift(x, y, n, m.mean, rstd, gamma, beta);
 }
 
 // RMSNorm: y = x / sqrt(mean(x²) + eps) * gamma.
@@ -122,9 +124,9 @@ inline void norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T m
 template <class T>
 inline void layer_norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T eps, const T* gamma, T* dgamma,
                                     T* dbeta, bool accumulate) {
-    const moments_t m = moments(x, n);
-    const T rstd = static_cast<T>(1.0 / std::sqrt(m.var + static_cast<double>(eps)));
-    norm_row_backward(x, dy, dx, n, static_cast<T>(m.mean), rstd, true, gamma, dgamma, dbeta, accumulate);
+    const moments_t<T> m = moments(x, n);
+    const T rstd = T(1) / std::sqrt(m.var + eps);
+    norm_row_backward(x, dy, dx, n, m.mean, rstd, true, gamma, dgamma, dbeta, accumulate);
 }
 
 template <class T>

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -133,7 +134,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         auto hidden = view<B, Tq, D>(acts.hidden);
         if (status st = Stack::forward_train(p.transformer, ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
-        double sum = 0;
+        T sum = 0;
         acts.count = 0;
         for (std::size_t m = 0; m < M; ++m) {
             acts.tokens[m] = tokens.data()[m];
@@ -142,7 +143,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
             sum += modules::cross_entropy::forward_row(acts.probs + m * V, V, static_cast<std::size_t>(acts.targets[m]));
             ++acts.count;
         }
-        loss = static_cast<T>(acts.count ? sum / static_cast<double>(acts.count) : std::nan(""));
+        loss = acts.count ? sum / static_cast<T>(acts.count) : std::numeric_limits<T>::quiet_NaN();
         acts.filled = true;
         return {};
     }

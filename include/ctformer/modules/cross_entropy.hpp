@@ -5,19 +5,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../kernels/softmax.hpp"
+
 namespace ctformer::modules {
 
 struct cross_entropy {
     // One row of V logits, in place: returns lse(x) - x[target] and leaves softmax(x) in x (what the
-    // backward needs). The log-sum-exp is accumulated in double.
-    template <class T> static double forward_row(T* x, std::size_t V, std::size_t target) {
-        double m = -INFINITY;
-        for (std::size_t j = 0; j < V; ++j) m = std::fmax(m, static_cast<double>(x[j]));
-        double s = 0;
-        for (std::size_t j = 0; j < V; ++j) s += std::exp(static_cast<double>(x[j]) - m);
-        const double lse = m + std::log(s), loss = lse - static_cast<double>(x[target]);
-        for (std::size_t j = 0; j < V; ++j) x[j] = static_cast<T>(std::exp(static_cast<double>(x[j]) - lse));
-        return loss;
+    // backward needs). In T (a float model does no double arithmetic), through the vectorized
+    // softmax; lse = max + log(sum) is read back as max - log(p[argmax]), and p[argmax] >= 1/V
+    // cannot underflow.
+    template <class T> static T forward_row(T* x, std::size_t V, std::size_t target) {
+        std::size_t arg = 0;
+        for (std::size_t j = 1; j < V; ++j)
+            if (x[j] > x[arg]) arg = j;
+        const T m = x[arg], xt = x[target];
+        kernels::softmax_inplace(x, V);
+        return m - std::log(x[arg]) - xt;
     }
     // d(loss · scale) / dx for one row from its probabilities p: (p - onehot(target)) · scale,
     // where scale = loss_scale / (non-ignored rows) for the mean.
