@@ -160,7 +160,7 @@ inline bool decoded_match(std::string_view a, bool escaped, std::string_view pla
         return whole ? a == rest : a.starts_with(rest);
     }
     unescaper u{a};
-    char c;
+    char c = 0;
     for (std::string_view part : {plain, rest})
         for (char want : part)
             if (!u.next(c) || c != want) return false;
@@ -169,7 +169,7 @@ inline bool decoded_match(std::string_view a, bool escaped, std::string_view pla
 inline bool decoded_equal(std::string_view a, bool ae, std::string_view b, bool be) {
     if (!ae && !be) return a == b;
     unescaper x{a}, y{b};
-    char c, d;
+    char c = 0, d = 0;
     for (;;) {
         const bool more = x.next(c);
         if (more != y.next(d)) return false;
