@@ -14,7 +14,7 @@ namespace ctformer {
 
 namespace detail {
 template <class V> struct lane { using type = V; };
-#if !defined(CTFORMER_SCALAR)
+#if CTFORMER_XSIMD
 template <class T, class A> struct lane<xsimd::batch<T, A>> { using type = T; };
 #endif
 template <class V> using lane_t = typename lane<V>::type;

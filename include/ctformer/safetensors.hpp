@@ -113,7 +113,7 @@ struct json {
         std::uint64_t v = 0;
         while (p < end && *p >= '0' && *p <= '9') {
             const std::uint64_t d = static_cast<std::uint64_t>(*p++ - '0');
-            if (v > (UINT64_MAX - d) / 10) return ok = false, 0;
+            if (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)) return ok = false, 0;
             v = v * 10 + d;
         }
         if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return ok = false, 0;
@@ -202,8 +202,7 @@ template <std::size_t Capacity = 128> class file {
         for (std::size_t i = 0; i < count; ++i) {
             const entry& e = entries_[i];
             const std::uint64_t numel = e.numel();
-            if (e.begin > e.end || (numel != 0 && (e.end - e.begin) / numel != dtype_size(e.type)) ||
-                e.end - e.begin != numel * dtype_size(e.type))
+            if (e.begin > e.end || e.end - e.begin != numel * dtype_size(e.type))  // numel <= 2^56: no overflow
                 return status::error(errc::bad_offsets, e.name);
             if (e.end > data_size) return status::error(errc::truncated, e.name);
             bool follows = e.begin == 0;  // starts the data section or where another tensor ends
@@ -345,9 +344,9 @@ template <std::size_t Capacity = 128> class file {
             return status::error(errc::malformed_header, e.name);
         std::uint64_t numel = 1;  // bounded so numel * dtype size cannot overflow
         for (std::size_t i = 0; i < e.rank; ++i) {
-            if (e.shape[i] != 0 && numel > (std::uint64_t{1} << 56) / e.shape[i])
+            // (no 64-bit division: a software routine on 32-bit targets)
+            if (__builtin_mul_overflow(numel, e.shape[i], &numel) || numel > (std::uint64_t{1} << 56))
                 return status::error(errc::bad_offsets, e.name);
-            numel *= e.shape[i];
         }
         return {};
     }
@@ -366,23 +365,44 @@ struct load_options {
     double max_abs = 0;              // > 0: any |value| above it is errc::value_out_of_range
 };
 
-// Checks that entry e can fill tensor X (same shape, convertible dtype, every value acceptable).
-template <class X, std::size_t Cap>
-status check_entry(const file<Cap>& f, const entry* e, std::string_view name, const load_options& opt = {}) {
-    using T = typename X::value_type;
+namespace detail {
+// A tensor as the loader sees it, whatever its C++ type: the loader is compiled once per element
+// type, not once per tensor shape (code size on a microcontroller, compile time everywhere).
+// Element i in PyTorch's row-major order is storage[index(i)].
+template <class T> struct tensor_ref {
+    T* storage;
+    std::size_t rank, size;
+    const std::size_t* shape;
+    std::size_t in = 0, seg = 0, segment_elems = 0;  // a PackedWeight's panel layout (in == 0: plain)
+    std::size_t index(std::size_t i) const {
+        if (in == 0) return i;
+        const std::size_t o = i / in, k = i % in;
+        return o / seg * segment_elems + kernels::panel_index<std::remove_const_t<T>>(in, k, o % seg);
+    }
+};
+template <class X> auto ref_of(X& x) {
+    using T = std::conditional_t<std::is_const_v<X>, const typename X::value_type, typename X::value_type>;
+    tensor_ref<T> r{x.storage, X::rank, X::size, X::shape.data()};
+    if constexpr (requires { X::segment_elems; }) r.in = X::in_features, r.seg = X::segment, r.segment_elems = X::segment_elems;
+    return r;
+}
+// Checks that entry e can fill a T tensor of that shape (convertible dtype, every value acceptable).
+template <class T, std::size_t Cap>
+status check_shaped(const file<Cap>& f, const entry* e, std::string_view name, std::size_t rank, const std::size_t* shape,
+                    std::size_t size, const load_options& opt) {
     if (!e) return status::error(errc::missing_tensor, name);
     const bool dtype_ok = std::is_same_v<T, bool> ? e->type == dtype::BOOL
                                                    : (e->type == dtype::F32 || e->type == dtype::F64);
     if (!dtype_ok) return status::error(errc::wrong_dtype, name);
-    if (e->rank != X::rank) return status::error(errc::wrong_shape, name);
-    for (std::size_t i = 0; i < X::rank; ++i)
-        if (e->shape[i] != X::shape[i]) return status::error(errc::wrong_shape, name);
+    if (e->rank != rank) return status::error(errc::wrong_shape, name);
+    for (std::size_t i = 0; i < rank; ++i)
+        if (e->shape[i] != shape[i]) return status::error(errc::wrong_shape, name);
     // values need a pass only when they could fail: F64 into float, or an option asks
     const bool fits_by_type = e->type == dtype::F32 || std::is_same_v<T, double>;
     if (!std::is_same_v<T, bool> && (!fits_by_type || opt.reject_non_finite || opt.max_abs > 0)) {
         const double limit = std::is_same_v<T, float> ? double(std::numeric_limits<float>::max())
                                                       : std::numeric_limits<double>::max();
-        for (std::size_t i = 0; i < X::size; ++i) {
+        for (std::size_t i = 0; i < size; ++i) {
             const double v = f.template element<double>(*e, i);
             const bool finite = v - v == 0;
             if (!finite && opt.reject_non_finite) return status::error(errc::non_finite, name);
@@ -391,6 +411,25 @@ status check_entry(const file<Cap>& f, const entry* e, std::string_view name, co
         }
     }
     return {};
+}
+// The tensor prefix + name of f into t, after the check accepted it. (This and check_named are
+// kept out of line: one copy per element type, not one per tensor of a params struct.)
+template <class T, std::size_t Cap>
+[[gnu::noinline]] void write_named(const file<Cap>& f, std::string_view prefix, std::string_view name, const tensor_ref<T>& t) {
+    const entry& e = *f.find(prefix, name);
+    for (std::size_t i = 0; i < t.size; ++i) t.storage[t.index(i)] = f.template element<T>(e, i);
+}
+template <class T, std::size_t Cap>
+[[gnu::noinline]] status check_named(const file<Cap>& f, std::string_view prefix, std::string_view name,
+                                     const tensor_ref<const T>& t, const load_options& opt) {
+    return check_shaped<T>(f, f.find(prefix, name), name, t.rank, t.shape, t.size, opt);
+}
+}  // namespace detail
+
+// Checks that entry e can fill tensor X (same shape, convertible dtype, every value acceptable).
+template <class X, std::size_t Cap>
+status check_entry(const file<Cap>& f, const entry* e, std::string_view name, const load_options& opt = {}) {
+    return detail::check_shaped<typename X::value_type>(f, e, name, X::rank, X::shape.data(), X::size, opt);
 }
 
 }  // namespace safetensors
@@ -405,7 +444,7 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
     std::size_t matched = 0;
     for_each_tensor(params, [&](std::string_view name, const auto& t) {
         if (!result) return;
-        result = safetensors::check_entry<std::remove_cvref_t<decltype(t)>>(f, f.find(prefix, name), name, opt);
+        result = check_named(f, prefix, name, ref_of(t), opt);
         ++matched;
     });
     if (!result) return result;
@@ -426,11 +465,7 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
 }
 // After check_state accepted every tensor.
 template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
-    for_each_tensor(params, [&](std::string_view name, auto& t) {
-        using T = typename std::remove_cvref_t<decltype(t)>::value_type;
-        const entry* e = f.find(prefix, name);
-        for (std::size_t i = 0; i < t.size; ++i) t.set(i, f.template element<T>(*e, i));
-    });
+    for_each_tensor(params, [&](std::string_view name, auto& t) { write_named(f, prefix, name, ref_of(t)); });
 }
 }  // namespace safetensors::detail
 

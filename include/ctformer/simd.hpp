@@ -1,9 +1,15 @@
 // ctformer/simd.hpp — the one place the vector architecture is chosen.
 //
-// The arch is named explicitly at compile time (never xsimd::default_arch): define
-// CTFORMER_ARCH to an xsimd arch type to force one, CTFORMER_SCALAR for a plain scalar build,
-// or let the compiler flags decide (-march=native / x86-64-v4 -> AVX-512, x86-64-v3 -> AVX2+FMA).
-// Every kernel uses the helpers below, so a scalar build is the same code with width 1.
+// The arch is named explicitly at compile time (never xsimd::default_arch), and the choice never
+// fails:
+//   CTFORMER_SCALAR       plain scalar build, xsimd is not included;
+//   CTFORMER_ARCH=<arch>  force an xsimd arch type (checked: the compiler must target it);
+//   otherwise the compiler flags decide: x86 AVX-512 (-march=native / x86-64-v4), AVX2+FMA
+//   (x86-64-v3), SSE4.2, SSE2; aarch64 NEON; armv7 NEON (-mfpu=neon); anything else (Cortex-M,
+//   RISC-V without V, ...) is the scalar build, without xsimd.
+// The vector type is chosen per element type: where the arch has no vectors of T (double on armv7
+// NEON), vec<T> is T itself and those kernels run scalar. Every kernel uses the helpers below, so
+// a scalar kernel is the same code with width 1.
 #pragma once
 #include <array>
 #include <cmath>
@@ -11,22 +17,25 @@
 #include <cstddef>
 #include <type_traits>
 
-#if !defined(CTFORMER_SCALAR)
+#if defined(CTFORMER_SCALAR)
+#define CTFORMER_XSIMD 0
+#elif defined(CTFORMER_ARCH) || defined(__SSE2__) || defined(__aarch64__) || defined(__ARM_NEON)
+#define CTFORMER_XSIMD 1
+#else
+#define CTFORMER_XSIMD 0  // no vector unit xsimd knows: scalar kernels
+#endif
+
+#if CTFORMER_XSIMD
 #include <xsimd/xsimd.hpp>
 #endif
 
 namespace ctformer::simd {
 
-#if defined(CTFORMER_SCALAR)
-struct scalar_arch {
-    static constexpr const char* name() { return "scalar"; }
-};
-using arch = scalar_arch;
-template <class T> using vec = T;
-template <class T> inline constexpr std::size_t width = 1;
-#else
+#if CTFORMER_XSIMD
 #if defined(CTFORMER_ARCH)
 using arch = CTFORMER_ARCH;
+static_assert(arch::supported(), "ctformer: CTFORMER_ARCH names a vector arch this compiler is not targeting "
+                                 "(add its -march / -mfpu flags, or drop CTFORMER_ARCH to let ctformer choose)");
 #elif defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__) && defined(__AVX512CD__)
 using arch = xsimd::avx512bw;  // avx512 hadd needs DQ: build with -march=x86-64-v4 or native
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -40,10 +49,26 @@ using arch = xsimd::sse2;
 #elif defined(__aarch64__)
 using arch = xsimd::neon64;
 #else
-#error "ctformer: no SIMD arch detected; define CTFORMER_SCALAR for a scalar build"
+using arch = xsimd::neon;  // armv7: float vectors only
 #endif
-template <class T> using vec = xsimd::batch<T, arch>;
-template <class T> inline constexpr std::size_t width = vec<T>::size;
+// Whether the arch has vectors of T (armv7 NEON has none of double: xsimd declares an empty register).
+template <class T> inline constexpr bool vectorized = [] {
+    if constexpr (xsimd::types::has_simd_register<T, arch>::value) return xsimd::batch<T, arch>::size > 0;
+    else return false;
+}();
+template <class T> using vec = std::conditional_t<vectorized<T>, xsimd::batch<T, arch>, T>;
+template <class T> inline constexpr std::size_t width = [] {
+    if constexpr (vectorized<T>) return xsimd::batch<T, arch>::size;
+    else return std::size_t(1);
+}();
+#else
+struct scalar_arch {
+    static constexpr const char* name() { return "scalar"; }
+};
+using arch = scalar_arch;
+template <class T> inline constexpr bool vectorized = false;
+template <class T> using vec = T;
+template <class T> inline constexpr std::size_t width = 1;
 #endif
 
 inline constexpr const char* arch_name() { return arch::name(); }
@@ -51,36 +76,34 @@ inline constexpr const char* arch_name() { return arch::name(); }
 // n rounded up to whole vectors of T.
 template <class T> constexpr std::size_t whole_vectors(std::size_t n) { return (n + width<T> - 1) / width<T> * width<T>; }
 
+// Each helper below takes the scalar branch where vec<T> is T (discarded, never instantiated,
+// where T has vectors).
 template <class T> inline vec<T> load(const T* p) {
-#if defined(CTFORMER_SCALAR)
-    return *p;
-#else
-    return vec<T>::load_unaligned(p);
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) return vec<T>::load_unaligned(p); else
 #endif
+    return *p;
 }
 template <class T> inline void store(T* p, const vec<T>& v) {
-#if defined(CTFORMER_SCALAR)
-    *p = v;
-#else
-    v.store_unaligned(p);
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) v.store_unaligned(p); else
 #endif
+    *p = v;
 }
 template <class T> inline vec<T> splat(T x) { return vec<T>(x); }
 template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) {
-#if defined(CTFORMER_SCALAR)
-    return a * b + c;
-#else
-    return xsimd::fma(a, b, c);
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) return xsimd::fma(a, b, c); else
 #endif
+    return a * b + c;
 }
 template <class T> inline T hsum(const vec<T>& v) {
-#if defined(CTFORMER_SCALAR)
-    return v;
-#else
-    return xsimd::hadd(v);
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) return xsimd::hadd(v); else
 #endif
+    return v;
 }
-#if !defined(CTFORMER_SCALAR)
+#if CTFORMER_XSIMD
 namespace detail {
 // x86 archs whose xsimd 8.1 backend has swizzle for float and double.
 inline constexpr bool has_swizzle = std::is_base_of_v<xsimd::sse2, arch> || std::is_base_of_v<xsimd::avx, arch> ||
@@ -97,19 +120,14 @@ template <class T> inline constexpr std::array<T, width<T>> lane_index = [] {  /
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(i);
     return a;
 }();
-}  // namespace detail
-#endif
-template <class T> inline T hmax(const vec<T>& v) {
-#if defined(CTFORMER_SCALAR)
-    return v;
-#else
+template <class T> inline T vector_hmax(const vec<T>& v) {
     alignas(64) T tmp[width<T>];
-    if constexpr (detail::has_swizzle) {  // log2(width) rotate-and-max steps, then lane 0
+    if constexpr (has_swizzle) {  // log2(width) rotate-and-max steps, then lane 0
         vec<T> m = v;
-        if constexpr (width<T> >= 16) m = xsimd::select(m > detail::rotate<T, 8>(m), m, detail::rotate<T, 8>(m));
-        if constexpr (width<T> >= 8) m = xsimd::select(m > detail::rotate<T, 4>(m), m, detail::rotate<T, 4>(m));
-        if constexpr (width<T> >= 4) m = xsimd::select(m > detail::rotate<T, 2>(m), m, detail::rotate<T, 2>(m));
-        if constexpr (width<T> >= 2) m = xsimd::select(m > detail::rotate<T, 1>(m), m, detail::rotate<T, 1>(m));
+        if constexpr (width<T> >= 16) m = xsimd::select(m > rotate<T, 8>(m), m, rotate<T, 8>(m));
+        if constexpr (width<T> >= 8) m = xsimd::select(m > rotate<T, 4>(m), m, rotate<T, 4>(m));
+        if constexpr (width<T> >= 4) m = xsimd::select(m > rotate<T, 2>(m), m, rotate<T, 2>(m));
+        if constexpr (width<T> >= 2) m = xsimd::select(m > rotate<T, 1>(m), m, rotate<T, 1>(m));
         m.store_aligned(tmp);
         return tmp[0];
     } else {
@@ -118,23 +136,31 @@ template <class T> inline T hmax(const vec<T>& v) {
         for (std::size_t i = 1; i < width<T>; ++i) m = tmp[i] > m ? tmp[i] : m;
         return m;
     }
+}
+}  // namespace detail
 #endif
+template <class T> inline T hmax(const vec<T>& v) {
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) return detail::vector_hmax<T>(v); else
+#endif
+    return v;
 }
 
 // Lanes [0, count) of x, and fill in the others (count may exceed the width).
 template <class T> inline vec<T> keep_lanes(const vec<T>& x, std::size_t count, T fill) {
-#if defined(CTFORMER_SCALAR)
-    return count > 0 ? x : fill;
-#else
-    const vec<T> idx = vec<T>::load_unaligned(detail::lane_index<T>.data());
-    return xsimd::select(idx < vec<T>(T(count)), x, vec<T>(fill));
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) {
+        const vec<T> idx = vec<T>::load_unaligned(detail::lane_index<T>.data());
+        return xsimd::select(idx < vec<T>(T(count)), x, vec<T>(fill));
+    } else
 #endif
+    return count > 0 ? x : fill;
 }
 
 // Elementwise math on a scalar or a batch, with one spelling for both.
 // Accuracy (measured by tests/test_kernels.cpp, documented in docs/design.md):
 // xsimd's exp/erf/tanh are Cephes-style polynomial kernels within a few ulp of libm.
-#if defined(CTFORMER_SCALAR)
+#if !CTFORMER_XSIMD
 #define CTFORMER_VMATH(scalar_expr, vector_expr) return scalar_expr;
 #else
 #define CTFORMER_VMATH(scalar_expr, vector_expr)      \
@@ -149,7 +175,7 @@ template <class V, class M> inline V vselect(const M& m, const V& a, const V& b)
 // exp: xsimd converts x·log2(e) to an integer, undefined behaviour for ±inf and NaN (a blocked
 // score is -inf): the argument is clamped to where exp is already 0 or inf, NaN is passed around.
 template <class V> inline V vexp(const V& x) {
-#if !defined(CTFORMER_SCALAR)
+#if CTFORMER_XSIMD
     if constexpr (!std::is_arithmetic_v<V>) {
         using T = typename V::value_type;
         constexpr T lo = std::is_same_v<T, float> ? T(-104) : T(-746), hi = std::is_same_v<T, float> ? T(89) : T(710);

@@ -18,6 +18,12 @@ namespace ctformer::kernels {
 
 namespace detail {
 
+#if CTFORMER_XSIMD
+#define CTFORMER_UNROLL_K _Pragma("GCC unroll 2")
+#else
+#define CTFORMER_UNROLL_K
+#endif
+
 // GCC's -Warray-bounds inspects every compile-time tile height even where the runtime row count
 // rules it out (e.g. a 3-row tensor and the 6-row tile); the row dispatch below never reads past
 // `rows`. Silenced here only.
@@ -48,8 +54,9 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b,
             const vt init = from_c ? simd::load(c + r * ldc + v * W) : vt(T(0));
             acc[r][v] = bias ? init + simd::load(bias + v * W) : init;
         }
-    // Two k steps per loop trip halve the loop overhead (measured +12% on the tiny layer's GEMMs).
-#pragma GCC unroll 2
+    // Two k steps per loop trip halve the loop overhead (measured +12% on the tiny layer's GEMMs);
+    // the scalar build keeps one (code size).
+    CTFORMER_UNROLL_K
     for (std::size_t k = 0; k < kc; ++k) {
         vt bv[V];
 #pragma GCC unroll 4
@@ -78,14 +85,23 @@ template <class T> constexpr std::size_t balanced_rows(std::size_t left) {
 }
 
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
+// Compact kernels: a whole tile, or the rows one by one.
 template <class T, std::size_t V, bool PackedA, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                        const Act& act) {
-    ((rows == Rs + 1
-          ? (micro_tile<T, Rs + 1, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
-          : 0),
-     ...);
+    constexpr std::size_t MR = sizeof...(Rs);
+    if constexpr (gemm_tile<T>::compact) {
+        if (rows == MR) return micro_tile<T, MR, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act);
+        const std::size_t a_row = PackedA ? 1 : lda;
+        for (std::size_t r = 0; r < rows; ++r)
+            micro_tile<T, 1, V, PackedA, PackedB>(kc, a + r * a_row, lda, b, ldb, c + r * ldc, ldc, bias, from_c, last, act);
+    } else {
+        ((rows == Rs + 1
+              ? (micro_tile<T, Rs + 1, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
+              : 0),
+         ...);
+    }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -244,8 +260,8 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
         // A block small enough to stay in L1 is read where it is (packing it cost 11% of the tiny
-        // layer's instructions).
-        const bool packed_a = AL == a_layout::cols || (mend - mb) * kc * sizeof(T) > a_unpacked_bytes;
+        // layer's instructions); compact kernels (no caches to feed) always read it in place.
+        const bool packed_a = AL == a_layout::cols || (!tile::compact && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
             pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
@@ -338,7 +354,7 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
     // rows would spill accumulators, so they take two passes of 2 rows over the same panels, the
     // second finding them in L2. Measured on 2048x512 weights (best of 300, AVX2): M = 3 127 -> ~85
     // µs, M = 4 172 -> ~110 µs, against ~54 µs for M = 1.
-    constexpr std::size_t P = R == 1 ? 4 : 2, RA = R == 4 ? 2 : R, RB = R - RA;
+    constexpr std::size_t P = gemm_tile<T>::compact ? 1 : (R == 1 ? 4 : 2), RA = R == 4 ? 2 : R, RB = R - RA;
     const std::size_t full = N / NR, groups = full / P, singles = full % P, panel = K * NR;
     auto tiles = [&]<std::size_t Q>(const T* b, T* cc, std::size_t ldcc, const T* bias_q) {
         gemv_panel_tile<T, RA, Q>(K, a, lda, b, cc, ldcc, bias_q, act, accumulate);
@@ -365,6 +381,7 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
     }
 }
 
+#undef CTFORMER_UNROLL_K
 }  // namespace detail
 
 // Rows at or below which gemm streams b as a GEMV instead of tiling.
@@ -392,7 +409,7 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
     if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act, accumulate);
-    if (pack != nullptr)
+    if (pack != nullptr && !tile::compact)  // (compact kernels read b in place: no caches to feed)
         return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::rows, detail::c_layout::rows>(
             M, N, K, a, lda, b, ldb, c, ldc, bias, act, pack, accumulate);
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;

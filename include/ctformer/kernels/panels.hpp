@@ -21,6 +21,9 @@ template <class T> struct gemm_tile {
     static constexpr std::size_t MR = W == 1 ? 4 : (W * sizeof(T) >= 64 ? 12 : 6);
     static constexpr std::size_t NR = NV * W;
     static constexpr std::size_t KC = 256;
+    // Scalar kernels (microcontrollers: code size counts, no caches to hide) compile fewer tile
+    // variants: row remainders run one row at a time, the GEMV reads one panel at a time.
+    static constexpr bool compact = W == 1;
 };
 
 // Panels covering n columns, and the elements of a (k, n) matrix in panel layout.
