@@ -24,6 +24,15 @@ static_assert(Dec::Params::bytes == sizeof(Dec::Params) && DecStack::Params::byt
 static_assert(SmallGPT<float>::Params::bytes == sizeof(SmallGPT<float>::Params) &&
               TiedGPT::Params::bytes == sizeof(TiedGPT::Params));
 static_assert(SmallGPT<float>::Params::bytes >= sizeof(float) * ct::parameter_count<SmallGPT<float>::Params>());
+// ... and every other role, of a layer, a stack and a GPT (padding included: what the user reserves).
+template <class... R> constexpr bool bytes_are_sizeof = ((R::bytes == sizeof(R)) && ...);
+static_assert(bytes_are_sizeof<Dec::Workspace<2, 5, 7>, Dec::TrainWorkspace<2, 5, 7>, Dec::StepWorkspace<2, 3>,
+                               Dec::Activations<2, 5, 7>, Dec::KVCache<2, 9>, Dec::CrossKVCache<2, 7>>);
+static_assert(bytes_are_sizeof<DecStack::Workspace<1, 3, 5>, DecStack::TrainWorkspace<1, 3, 5>, DecStack::Activations<1, 3, 5>,
+                               DecStack::KVCache<1, 4>, DecStack::CrossKVCache<1, 5>, DecStack::StepWorkspace<1, 1>>);
+static_assert(bytes_are_sizeof<SmallGPT<float>::Workspace<2, 8>, SmallGPT<float>::TrainWorkspace<2, 8>,
+                               SmallGPT<float>::Activations<2, 8>, SmallGPT<float>::StepWorkspace<1, 3>,
+                               SmallGPT<float>::KVCache<1, 8>, SmallGPT<float>::GenerateWorkspace<4>, TiedGPT::Activations<1, 5>>);
 
 // Scratch sized from the shapes: a one-token step of a small layer needs no more than its 8-token
 // forward (the GEMM packing block is bounded by the layer's dimensions, not a fixed 256).

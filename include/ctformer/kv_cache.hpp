@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 
+#include "role_size.hpp"
 #include "status.hpp"
 
 namespace ctformer {
@@ -42,7 +43,7 @@ template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Cap
 // Self-attention keys/values of up to Capacity positions per batch row. The lengths are private:
 // only a step advances them (never past Capacity), and reset/truncate rewind them.
 template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity>
-class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity> {
+class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity>, public sized_role<KVCache<T, B, H, Dh, Capacity>> {
     static_assert(B > 0 && Capacity > 0, "ctformer: a KV cache needs a non-zero batch and capacity");
     std::array<std::size_t, B> len_{};  // cached positions per batch row, each <= Capacity
     friend struct detail::cache_access;
@@ -50,7 +51,6 @@ class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity> {
   public:
     using value_type = T;
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = Capacity;
-    static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * Capacity + sizeof(std::array<std::size_t, B>);
 
     // Positions cached for batch row b (0 for b >= batch).
     std::size_t length(std::size_t b) const { return b < B ? len_[b] : 0; }
@@ -75,7 +75,7 @@ class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity> {
 // read. Its own state is one flag: reset() empties it (a step then returns errc::cache_empty);
 // it has no per-row lengths to truncate.
 template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S>
-class CrossKVCache : public detail::kv_storage<T, B, H, Dh, S> {
+class CrossKVCache : public detail::kv_storage<T, B, H, Dh, S>, public sized_role<CrossKVCache<T, B, H, Dh, S>> {
     static_assert(B > 0 && S > 0, "ctformer: a cross KV cache needs a non-zero batch and source length");
     bool filled_ = false;
     friend struct detail::cache_access;
@@ -83,7 +83,6 @@ class CrossKVCache : public detail::kv_storage<T, B, H, Dh, S> {
   public:
     using value_type = T;
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = S, src_len = S;
-    static constexpr std::size_t bytes = sizeof(T) * 2 * B * H * Dh * S + sizeof(bool);
 
     bool filled() const { return filled_; }
     void reset() { filled_ = false; }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "dropout.hpp"
+#include "role_size.hpp"
 #include "kernels/gemm.hpp"
 #include "modules/attention_head.hpp"
 
@@ -101,29 +102,26 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct activa
 }  // namespace detail
 
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
-struct Workspace : detail::workspace_buffers<Cfg, B, Tq, S> {
-    static constexpr std::size_t bytes = sizeof(detail::workspace_buffers<Cfg, B, Tq, S>);
-};
+struct Workspace : detail::workspace_buffers<Cfg, B, Tq, S>, sized_role<Workspace<Cfg, B, Tq, S>> {};
 
 // A Workspace that also serves backward (forward_train and backward share it).
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
-struct TrainWorkspace : Workspace<Cfg, B, Tq, S>, detail::train_buffers<Cfg, B, Tq, S> {
+struct TrainWorkspace : Workspace<Cfg, B, Tq, S>, detail::train_buffers<Cfg, B, Tq, S>,
+                        sized_role<TrainWorkspace<Cfg, B, Tq, S>> {
     using extra = detail::train_buffers<Cfg, B, Tq, S>;
-    static constexpr std::size_t bytes = Workspace<Cfg, B, Tq, S>::bytes + sizeof(extra);
+    using sized_role<TrainWorkspace>::bytes;
     typename extra::T* train_pack() {
         if constexpr (extra::train_pack_elems > extra::pack_elems) return this->extra_pack;
         else return this->pack;
     }
 };
 
-template <class Cfg, std::size_t B, std::size_t Chunk> struct StepWorkspace : detail::step_buffers<Cfg, B, Chunk> {
-    static constexpr std::size_t bytes = sizeof(detail::step_buffers<Cfg, B, Chunk>);
-};
+template <class Cfg, std::size_t B, std::size_t Chunk>
+struct StepWorkspace : detail::step_buffers<Cfg, B, Chunk>, sized_role<StepWorkspace<Cfg, B, Chunk>> {};
 
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
-struct Activations : detail::activation_buffers<Cfg, B, Tq, S> {
+struct Activations : detail::activation_buffers<Cfg, B, Tq, S>, sized_role<Activations<Cfg, B, Tq, S>> {
     static constexpr std::size_t batch = B, tgt_len = Tq, src_len = S;
-    static constexpr std::size_t bytes = sizeof(detail::activation_buffers<Cfg, B, Tq, S>);
 };
 
 template <class A> struct is_activations : std::false_type {};

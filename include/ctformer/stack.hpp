@@ -45,20 +45,19 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     template <std::size_t B, std::size_t Tq, std::size_t S = Tq> using Workspace = typename L::template Workspace<B, Tq, S>;
     template <std::size_t B, std::size_t C> using StepWorkspace = typename L::template StepWorkspace<B, C>;
     template <std::size_t B, std::size_t Tq, std::size_t S = Tq>
-    struct TrainWorkspace : L::template TrainWorkspace<B, Tq, S> {
+    struct TrainWorkspace : L::template TrainWorkspace<B, Tq, S>, sized_role<TrainWorkspace<B, Tq, S>> {
         alignas(64) T grad_rows[2][B * Tq * D];  // the gradient between layers (ping-pong)
-        static constexpr std::size_t bytes = L::template TrainWorkspace<B, Tq, S>::bytes + sizeof(grad_rows);
+        using sized_role<TrainWorkspace>::bytes;
     };
-    template <std::size_t B, std::size_t Tq, std::size_t S = Tq> struct Activations {
+    template <std::size_t B, std::size_t Tq, std::size_t S = Tq> struct Activations : sized_role<Activations<B, Tq, S>> {
         static constexpr std::size_t batch = B, tgt_len = Tq, src_len = S;
         typename L::template Activations<B, Tq, S> layer[N];
         alignas(64) T final_in[FinalNorm ? B * Tq * D : 1];  // the final norm's input
         bool filled = false;
-        static constexpr std::size_t bytes = N * L::template Activations<B, Tq, S>::bytes + sizeof(final_in) + 1;
     };
     // One self-attention cache per layer; every operation moves all of them together, so their
     // lengths always agree.
-    template <std::size_t B, std::size_t Cap> class KVCache {
+    template <std::size_t B, std::size_t Cap> class KVCache : public sized_role<KVCache<B, Cap>> {
         using layer_cache = typename L::template KVCache<B, Cap>;
         layer_cache c_[N];
         friend struct DecoderStack;
@@ -66,7 +65,6 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
       public:
         using value_type = T;
         static constexpr std::size_t batch = B, capacity = Cap;
-        static constexpr std::size_t bytes = N * layer_cache::bytes;
         const layer_cache& layer(std::size_t i) const { return c_[i]; }
         std::size_t length(std::size_t b) const { return c_[0].length(b); }
         const std::array<std::size_t, B>& lengths() const { return c_[0].lengths(); }
@@ -87,13 +85,12 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
             return {};
         }
     };
-    template <std::size_t B, std::size_t S> class CrossKVCache {
+    template <std::size_t B, std::size_t S> class CrossKVCache : public sized_role<CrossKVCache<B, S>> {
         using layer_cache = typename L::template CrossKVCache<B, S>;
         layer_cache c_[N];
         friend struct DecoderStack;
 
       public:
-        static constexpr std::size_t bytes = N * layer_cache::bytes;
         const layer_cache& layer(std::size_t i) const { return c_[i]; }
         bool filled() const { return c_[0].filled(); }
         void reset() {

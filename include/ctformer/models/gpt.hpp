@@ -70,19 +70,19 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     using Grads = Params;
 
     // ---- Memory roles ----
-    template <std::size_t B, std::size_t Tq> struct Workspace : Stack::template Workspace<B, Tq> {
+    template <std::size_t B, std::size_t Tq> struct Workspace : Stack::template Workspace<B, Tq>, sized_role<Workspace<B, Tq>> {
         alignas(64) T x[B * Tq * D];  // the residual stream
-        static constexpr std::size_t bytes = Stack::template Workspace<B, Tq>::bytes + sizeof(x);
+        using sized_role<Workspace>::bytes;
     };
-    template <std::size_t B, std::size_t Tq> struct TrainWorkspace : Stack::template TrainWorkspace<B, Tq> {
+    template <std::size_t B, std::size_t Tq>
+    struct TrainWorkspace : Stack::template TrainWorkspace<B, Tq>, sized_role<TrainWorkspace<B, Tq>> {
         alignas(64) T x[B * Tq * D], dx[B * Tq * D], dhidden[B * Tq * D];
         alignas(64) T dlogits[B * Tq * V];
         // the LM head's backward: inner dimensions B·Tq (its weight gradient) and V (dhidden)
         alignas(64) T head_pack[kernels::gemm_train_pack_elems<T>(B * Tq, B * Tq > V ? B * Tq : V)];
-        static constexpr std::size_t bytes = Stack::template TrainWorkspace<B, Tq>::bytes + sizeof(x) + sizeof(dx) +
-                                             sizeof(dhidden) + sizeof(dlogits) + sizeof(head_pack);
+        using sized_role<TrainWorkspace>::bytes;
     };
-    template <std::size_t B, std::size_t Tq> struct Activations {
+    template <std::size_t B, std::size_t Tq> struct Activations : sized_role<Activations<B, Tq>> {
         static constexpr std::size_t batch = B, tgt_len = Tq;
         typename Stack::template Activations<B, Tq> stack;
         alignas(64) T hidden[B * Tq * D];  // the final norm's output, the LM head's input
@@ -90,13 +90,12 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         token tokens[B * Tq], targets[B * Tq];
         std::size_t count = 0;  // targets that are not ignore_index
         bool filled = false;
-        static constexpr std::size_t bytes = sizeof(stack) + sizeof(hidden) + sizeof(probs) + sizeof(tokens) +
-                                             sizeof(targets) + sizeof(count) + sizeof(filled);
     };
     template <std::size_t B, std::size_t Cap> using KVCache = typename Stack::template KVCache<B, Cap>;
-    template <std::size_t B, std::size_t C> struct StepWorkspace : Stack::template StepWorkspace<B, C> {
+    template <std::size_t B, std::size_t C>
+    struct StepWorkspace : Stack::template StepWorkspace<B, C>, sized_role<StepWorkspace<B, C>> {
         alignas(64) T x[B * C * D];
-        static constexpr std::size_t bytes = Stack::template StepWorkspace<B, C>::bytes + sizeof(x);
+        using sized_role<StepWorkspace>::bytes;
     };
 
     // ---- Inference: logits (B, Tq, V) of tokens (B, Tq) ----
@@ -211,15 +210,13 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     }
 
     // ---- Generation (batch 1): prefill the prompt in chunks of C, then one token per step ----
-    template <std::size_t C> struct GenerateWorkspace {
+    template <std::size_t C> struct GenerateWorkspace : sized_role<GenerateWorkspace<C>> {
         StepWorkspace<1, C> prefill;
         StepWorkspace<1, 1> decode;
         Tensor<T, 1, C, V> logits;
         Tensor<T, 1, 1, V> next_logits;
         Tensor<token, 1, C> chunk;
         sampler_scratch<T, V> scratch;
-        static constexpr std::size_t bytes = sizeof(prefill) + sizeof(decode) + sizeof(logits) + sizeof(next_logits) + sizeof(chunk) +
-                                             sizeof(scratch);
     };
     // Continues the sequence in cache (reset() it for a new one) with prompt[0..n_prompt), then
     // samples up to max_new tokens (sampling.hpp: greedy, temperature, top-k, top-p; draw i uses
