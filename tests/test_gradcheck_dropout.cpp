@@ -1,6 +1,6 @@
 // Gradients against the scalar reference backward (tests/reference.hpp: plain loops, dense
-// probabilities) for every policy, mask kind and dropout (dropout, row blocks, key tiles and GEMM blocks; the rest: test_gradcheck.cpp). Finite differences:
-// test_finite_diff.cpp.
+// probabilities). This file: dropout at every site, row blocks, key tiles and GEMM
+// blocks; the rest: test_gradcheck.cpp, test_gradcheck_masks.cpp, test_finite_diff.cpp.
 #include "grad_rig.hpp"
 
 using namespace test;
