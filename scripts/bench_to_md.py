@@ -47,6 +47,9 @@ if has_torch and ("openblas" not in blas and "mkl" not in blas and "blis" not in
              "(scripts/run bench does) and rerun; docs/performance.md was not written" % blas)
 # optional: bench_models' JSON (the char GPT of examples/train_char_gpt.cpp)
 models = load(sys.argv[5])[1] if len(sys.argv) > 5 and os.path.exists(sys.argv[5]) else {}
+# optional: the ONNX Runtime peer (benchmarks/onnx/bench_ort.js), net of its per-call overhead
+ort = json.load(open(sys.argv[6])) if len(sys.argv) > 6 and os.path.exists(sys.argv[6]) else {}
+ort_us = {k: v["net_us"] for k, v in ort.get("shapes", {}).items()}
 
 out = []
 p = out.append
@@ -74,8 +77,9 @@ p("Machine: %s (%s), %d CPUs at %s MHz; simd arch: the compiler's `-march=native
   "binary): **%.1f GFLOP/s** per core. libtorch's BLAS, resolved at run time: `%s`, one thread "
   "(`OPENBLAS_NUM_THREADS=1`).\n" % (model, isa, ctx.get("num_cpus", 0), ctx.get("mhz_per_cpu", "?"), peak or 0, blas))
 p("## Whole layer (causal post-norm ReLU `TransformerDecoderLayer`; `gpt` is a pre-norm GELU decoder-only block)\n")
-p("| shape | ctformer | % of peak | libtorch 1.13 | Eigen | ctformer vs libtorch | ctformer vs Eigen |")
-p("|---|---|---|---|---|---|---|")
+p("| shape | ctformer | % of peak | libtorch 1.13 | Eigen | ONNX Runtime %s (net) | ctformer vs libtorch | "
+  "ctformer vs Eigen | ctformer vs ONNX Runtime |" % ort.get("onnxruntime", ""))
+p("|---|---|---|---|---|---|---|---|---|")
 plot = []
 for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D128 H4 F512"),
                     ("base", "B1 T128 S128 D512 H8 F2048"), ("batched", "B8 T32 S32 D128 H4 F512"),
@@ -88,10 +92,21 @@ for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D1
     fmt = lambda b: ("%.1f µs" % us(b)) if b else "—"
     ratio = lambda b: ("%.2f×" % (us(b) / us(c))) if b else "—"
     pct = 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if peak and "flops" in c else c.get("%peak", 0)
-    p("| %s (%s) | %s | %.0f%% | %s | %s | %s | %s |" % (shape, desc, fmt(c), pct, fmt(t), fmt(e),
-                                                       ratio(t), ratio(e)))
+    o = ort_us.get(shape)
+    p("| %s (%s) | %s | %.0f%% | %s | %s | %s | %s | %s | %s |" % (
+        shape, desc, fmt(c), pct, fmt(t), fmt(e), ("%.1f µs" % o) if o else "—", ratio(t), ratio(e),
+        ("%.2f×" % (o / us(c))) if o else "—"))
     plot.append((shape, us(c), us(t) if t else 0, us(e) if e else 0))
 p("")
+if ort:
+    p("*ONNX Runtime*: the same PyTorch layers exported with `torch.onnx.export` (opset 17, static shapes, "
+      "the causal mask a constant; `benchmarks/onnx/export_layers.py`), run by npm's `onnxruntime-node` %s "
+      "(CPU provider, one intra-op and one inter-op thread, all graph optimizations; "
+      "`benchmarks/onnx/bench_ort.js`), its output checked against PyTorch's (max abs error %s) before "
+      "timing, and reported net of the per-call overhead of that path (an Identity model with the same "
+      "inputs: %s).\n" % (ort.get("onnxruntime", ""),
+                         "%.1e" % max(v["max_abs_err"] for v in ort["shapes"].values()),
+                         ", ".join("%s %.1f µs" % (k, v["overhead_us"]) for k, v in ort["shapes"].items())))
 p("![layer latency](performance.png)\n")
 p("## Incremental decoding (one token through the KV caches, cache length = T, memory = S)\n")
 p("| shape | step latency | its weight GEMVs alone | Eigen step (KV caches) | vs Eigen | "
@@ -136,6 +151,9 @@ def t(name):
 def ratio(peer, shape):
     c, o = t("layer/%s/ctformer" % shape), t("layer/%s/%s" % (shape, peer))
     return us(o) / us(c) if c and o else None
+def ort_ratio(shape):
+    c = t("layer/%s/ctformer" % shape)
+    return ort_us[shape] / us(c) if c and shape in ort_us else None
 def pct(shape):
     c = t("layer/%s/ctformer" % shape)
     return 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if c and peak and "flops" in c else None
@@ -163,6 +181,10 @@ targets = [
      "%.1f×", lambda v: v >= 10),
     ("tiny step ≤ 3 µs", us(t("step/tiny/ctformer")) if t("step/tiny/ctformer") else None, "%.1f µs", lambda v: v <= 3),
 ]
+if ort:
+    targets += [("%s faster than ONNX Runtime" % s, ort_ratio(s), "%.2f×", lambda v: v > 1)
+                for s in ("tiny", "small", "batched", "gpt")]
+    targets += [("base ≥ 1.2× ONNX Runtime", ort_ratio("base"), "%.2f×", lambda v: v >= 1.2)]
 def mt(name):
     return models.get("gpt/%s" % name)
 def mratio(a, b):
