@@ -9,6 +9,10 @@
 
 #include "probes.hpp"
 
+#ifdef CTFORMER_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
 namespace {
 // Per-iteration flops (the report derives GFLOP/s and % of peak from the best repetition's time;
 // Google Benchmark's "min" of a rate counter would be the worst repetition), plus live rates.
@@ -57,6 +61,21 @@ void BM_gemm_rowmajor(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), false);
 }
 
+#ifdef CTFORMER_HAVE_CBLAS
+// The peer: OpenBLAS's sgemm at the same (M, N, K), as a layer over BLAS calls it for a Linear:
+// C = A · Wᵀ with W (N, K) row-major (PyTorch's layout), beta = 0 (no bias: in BLAS's favour).
+void BM_sgemm_openblas(benchmark::State& st) {
+    const auto M = int(st.range(0)), N = int(st.range(1)), K = int(st.range(2));
+    std::vector<float> a(std::size_t(M) * K, 0.5f), w(std::size_t(N) * K, 0.25f), c(std::size_t(M) * N);
+    for (auto _ : st) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, w.data(), K, 0.0f, c.data(), N);
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    report_flops(st, 2.0 * double(M) * double(N) * double(K));
+}
+#endif
+
 void BM_softmax(benchmark::State& st) {
     std::vector<float> x(std::size_t(st.range(0)));
     for (auto _ : st) {
@@ -94,6 +113,12 @@ BENCHMARK(BM_gemm_microkernel)->ComputeStatistics("min", min_of);
 BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64})
     ->Args({16, 256, 64})->Args({16, 64, 256})
     ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})->ComputeStatistics("min", min_of);
+#ifdef CTFORMER_HAVE_CBLAS
+BENCHMARK(BM_sgemm_openblas)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})
+    ->Args({16, 192, 64})->Args({16, 256, 64})->Args({16, 64, 256})
+    ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})
+    ->ComputeStatistics("min", min_of);
+#endif
 // b row-major (attention's keys and values): the same kernel with b packed per call.
 BENCHMARK(BM_gemm_rowmajor)->Args({128, 512, 512})->Args({16, 192, 64})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000)->ComputeStatistics("min", min_of);
