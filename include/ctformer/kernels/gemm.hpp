@@ -250,8 +250,11 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                         bool accumulate) {
     using tile = gemm_tile<T>;
     constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
+    // a is packed only when transposed, or past a_unpacked_bytes; compact kernels' scratch (from
+    // gemm_pack_elems) then holds nothing, so no pointer into it is formed.
+    constexpr bool may_pack_a = AL == a_layout::cols || !tile::compact;
     T* bp = pack;
-    T* ap = pack + (K < KC ? K : KC) * NR;  // after one (kc x NR) block of b: kc <= min(K, KC)
+    T* ap = may_pack_a ? pack + (K < KC ? K : KC) * NR : nullptr;  // after one (kc x NR) block of b
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     const std::size_t mc = AL == a_layout::cols ? gemm_mc : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
@@ -261,7 +264,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
         // A block small enough to stay in L1 is read where it is (packing it cost 11% of the tiny
         // layer's instructions); compact kernels (no caches to feed) always read it in place.
-        const bool packed_a = AL == a_layout::cols || (!tile::compact && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes);
+        const bool packed_a = AL == a_layout::cols || (may_pack_a && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
             pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
@@ -391,10 +394,16 @@ inline constexpr std::size_t small_m_rows = 4;
 // one (kc x NR) panel of b and the (rows x kc) block of a, kc = min(max_k, KC), both k-major, so
 // the micro-kernel reads two contiguous streams with compile-time strides. Lives in the caller's
 // workspace (its size is a compile-time constant there); small layers get small scratch.
-template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows, std::size_t max_k = gemm_tile<T>::KC) {
+namespace detail {
+template <class T> constexpr std::size_t pack_block_elems(std::size_t max_rows, std::size_t max_k) {
     using tile = gemm_tile<T>;
     const std::size_t kc = max_k < tile::KC ? max_k : tile::KC;
     return kc * tile::NR + (max_rows + tile::MR - 1) / tile::MR * tile::MR * kc;
+}
+}  // namespace detail
+// Compact kernels read a and b where they are on these paths: one element (no scratch) suffices.
+template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows, std::size_t max_k = gemm_tile<T>::KC) {
+    return gemm_tile<T>::compact ? 1 : detail::pack_block_elems<T>(max_rows, max_k);
 }
 
 // c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c).
@@ -467,7 +476,7 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // blocked by gemm_mc when a is transposed) and inner dimension at most max_k.
 template <class T>
 constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t max_k = gemm_tile<T>::KC) {
-    return gemm_pack_elems<T>(max_rows > detail::gemm_mc ? max_rows : detail::gemm_mc, max_k);
+    return detail::pack_block_elems<T>(max_rows > detail::gemm_mc ? max_rows : detail::gemm_mc, max_k);
 }
 
 // A weight's gradient: c: (M, N) in panel layout += aᵀ · b, a: (K, M) row-major at lda (the
