@@ -67,7 +67,7 @@ template <class Cfg> struct Layer {
     // check_finite<true>; on an error nothing is computed or written.
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires cross
-    static status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
+    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
                           const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
         if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
@@ -78,7 +78,7 @@ template <class Cfg> struct Layer {
     // Decoder-only block: no memory.
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross)
-    static status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
+    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
         if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
             return st;
@@ -172,9 +172,9 @@ template <class Cfg> struct Layer {
         return {};
     }
 
-    static T score_scale() { return Attn::score_scale(); }
+    static constexpr T score_scale() { return Attn::score_scale(); }
     // The norm before (pre-norm) or after (post-norm) sub-layer k (self, [cross,] ffn).
-    template <class P> static auto& norm_of(P& p, std::size_t k) {
+    template <class P> static constexpr auto& norm_of(P& p, std::size_t k) {
         if constexpr (cross) return k == 0 ? p.norm1 : (k == 1 ? p.norm2 : p.norm3);
         else return k == 0 ? p.norm1 : p.norm2;
     }
@@ -183,7 +183,7 @@ template <class Cfg> struct Layer {
     // key count, then (check_finite<true>) the inputs X: (B, rows, D) and Mem (void: none).
     // Public for the stacks, which check once before their first layer writes anything.
     template <class X, class Mem, class SM, class CM>
-    static status check_inputs(const SM& sm, std::size_t self_keys, const CM& cm, std::size_t cross_keys, const T* x,
+    static constexpr status check_inputs(const SM& sm, std::size_t self_keys, const CM& cm, std::size_t cross_keys, const T* x,
                                const char* x_name, const T* mem) {
         if (!sm.valid(self_keys)) return status::error(errc::out_of_range, "self-attention mask");
         if (!cm.valid(cross_keys)) return status::error(errc::out_of_range, "cross-attention mask");
@@ -234,7 +234,7 @@ template <class Cfg> struct Layer {
     }
 
     // forward_train saves the residual stream entering norm i (Acts void: inference, nothing).
-    template <class Acts> static void save_stream(Acts* a, std::size_t i, const T* x, std::size_t n) {
+    template <class Acts> static constexpr void save_stream(Acts* a, std::size_t i, const T* x, std::size_t n) {
         if constexpr (!std::is_same_v<Acts, void>)
             if (a) copy_rows(x, a->x[i], n / D);
     }
@@ -248,7 +248,7 @@ template <class Cfg> struct Layer {
     // acts (training): the attention's q|k|v, outputs and log-sum-exps, linear1's pre-activation
     // and each norm's input are written there instead of (or besides) the workspace.
     template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
-    static void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
+    static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
         const std::size_t M = B * Tq;
@@ -297,12 +297,12 @@ template <class Cfg> struct Layer {
         FFN::forward(p, in, ws.hidden, branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
-    static void copy_rows(const T* x, T* y, std::size_t rows) {
+    static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
         for (std::size_t i = 0; i < rows * D; ++i) y[i] = x[i];
     }
 
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
-    static void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
+    static constexpr void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
                     const CM& cm, const Drop& drop, Acts* acts) {
         using self_src = typename Attn::transient_self;
         if constexpr (cross) {

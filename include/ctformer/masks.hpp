@@ -43,8 +43,8 @@ struct mask_base {
     // Whether the runtime values fit S keys (key_lengths: every length <= S). A layer entry point
     // returns errc::out_of_range, naming the mask, and computes nothing when this is false.
     constexpr bool valid(std::size_t) const { return true; }
-    std::size_t key_end(std::size_t, std::size_t, std::size_t S) const { return S; }
-    template <class T> void apply(const mask_row&, T*, std::size_t, std::size_t) const {}
+    constexpr std::size_t key_end(std::size_t, std::size_t, std::size_t S) const { return S; }
+    template <class T> constexpr void apply(const mask_row&, T*, std::size_t, std::size_t) const {}
 };
 
 struct no_mask : mask_base {
@@ -54,7 +54,7 @@ struct no_mask : mask_base {
 // Query at position i sees keys 0..i (PyTorch's triu(diagonal=1) / tgt_is_causal / memory_is_causal).
 struct causal : mask_base {
     template <class T, std::size_t B, std::size_t H, std::size_t Tq, std::size_t S> static constexpr bool fits = true;
-    std::size_t key_end(std::size_t, std::size_t qpos, std::size_t S) const { return qpos + 1 < S ? qpos + 1 : S; }
+    constexpr std::size_t key_end(std::size_t, std::size_t qpos, std::size_t S) const { return qpos + 1 < S ? qpos + 1 : S; }
 };
 
 // One key length: any unsigned value, or an int literal checked at compile time (a negative
@@ -88,7 +88,7 @@ template <std::size_t B, std::size_t... I> struct key_lengths<B, std::index_sequ
             if (l > S) return false;
         return true;
     }
-    std::size_t key_end(std::size_t b, std::size_t, std::size_t S) const { return len[b] < S ? len[b] : S; }
+    constexpr std::size_t key_end(std::size_t b, std::size_t, std::size_t S) const { return len[b] < S ? len[b] : S; }
 };
 template <class... L> key_lengths(L...) -> key_lengths<sizeof...(L)>;
 template <std::size_t B> key_lengths(const std::array<std::size_t, B>&) -> key_lengths<B>;
@@ -99,7 +99,7 @@ template <class Pol, std::size_t B, std::size_t S> struct key_padding_mask : mas
     const bool* data;
     template <class T, std::size_t Bq, std::size_t H, std::size_t Tq, std::size_t Sq>
     static constexpr bool fits = Bq == B && Sq == S;
-    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
+    template <class T> constexpr void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
         const bool* m = data + r.b * S + key0;
         for (std::size_t j = 0; j < n; ++j)
             if (detail::blocks<Pol>(m[j])) row[j] = detail::neg_inf<T>;
@@ -118,7 +118,7 @@ struct attn_mask : mask_base {
     template <class T, std::size_t B, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = (is_bool || std::is_same_v<V, T>) && Tq == Tm && S == Sm &&
                                  (L == mask_layout::shared || (BH == B * H && (Hm == 0 || Hm == H)));
-    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
+    template <class T> constexpr void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
         const std::size_t plane = L == mask_layout::shared ? 0 : r.b * r.heads + r.h;
         const V* m = data + (plane * Tm + r.qpos) * Sm + key0;
         for (std::size_t j = 0; j < n; ++j) {
@@ -139,27 +139,27 @@ template <class A, class B> struct mask_and : mask_base {
     template <class T, std::size_t Bt, std::size_t H, std::size_t Tq, std::size_t S>
     static constexpr bool fits = A::template fits<T, Bt, H, Tq, S> && B::template fits<T, Bt, H, Tq, S>;
     constexpr bool valid(std::size_t S) const { return a.valid(S) && b.valid(S); }
-    std::size_t key_end(std::size_t bi, std::size_t qpos, std::size_t S) const {
+    constexpr std::size_t key_end(std::size_t bi, std::size_t qpos, std::size_t S) const {
         const std::size_t x = a.key_end(bi, qpos, S), y = b.key_end(bi, qpos, S);
         return x < y ? x : y;
     }
-    template <class T> void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
+    template <class T> constexpr void apply(const mask_row& r, T* row, std::size_t key0, std::size_t n) const {
         a.apply(r, row, key0, n);
         b.apply(r, row, key0, n);
     }
 };
 
 template <class M> concept mask_type = std::is_base_of_v<mask_base, M>;
-template <mask_type A, mask_type B> mask_and<A, B> operator&&(const A& a, const B& b) { return {{}, a, b}; }
+template <mask_type A, mask_type B> constexpr mask_and<A, B> operator&&(const A& a, const B& b) { return {{}, a, b}; }
 
 // ---- Building masks from tensors (shapes deduced from the tensor type) ----
-template <class Pol = blocked_if_true, class X> auto key_padding(const X& t, Pol = {}) {
+template <class Pol = blocked_if_true, class X> constexpr auto key_padding(const X& t, Pol = {}) {
     static_assert(X::rank == 2 && std::is_same_v<typename X::value_type, bool>,
                   "ctformer: a key padding mask is a (batch, src_len) bool tensor");
     return key_padding_mask<Pol, X::shape[0], X::shape[1]>{{}, t.data()};
 }
 // (Tq, S) -> shared; (B*H, Tq, S) or (B, H, Tq, S) -> per head. bool needs a polarity.
-template <class Pol = blocked_if_true, class X> auto mask_from(const X& t, Pol = {}) {
+template <class Pol = blocked_if_true, class X> constexpr auto mask_from(const X& t, Pol = {}) {
     using V = typename X::value_type;
     static_assert(X::rank >= 2 && X::rank <= 4,
                   "ctformer: an attention mask is (tgt_len, src_len), (batch*heads, tgt_len, src_len) or "

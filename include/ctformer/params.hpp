@@ -27,15 +27,15 @@ template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, 
     using bias_t = Tensor<T, Out>;
     static constexpr bool has_bias = true;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
-    const T* bias_data() const { return bias.data(); }
-    T* bias_data() { return bias.data(); }
+    constexpr const T* bias_data() const { return bias.data(); }
+    constexpr T* bias_data() { return bias.data(); }
 };
 template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
     using weight_t = PackedWeight<T, Out, In>;
     static constexpr bool has_bias = false;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
-    const T* bias_data() const { return nullptr; }
-    T* bias_data() { return nullptr; }
+    constexpr const T* bias_data() const { return nullptr; }
+    constexpr T* bias_data() { return nullptr; }
 };
 
 // torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
@@ -47,15 +47,15 @@ template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
     using out_t = LinearParams<T, D, D, true>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
                              (out_t, out_proj));
-    const T* in_bias_data() const { return in_proj_bias.data(); }
-    T* in_bias_data() { return in_proj_bias.data(); }
+    constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
+    constexpr T* in_bias_data() { return in_proj_bias.data(); }
 };
 template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
     using in_w_t = PackedWeight<T, 3 * D, D, D>;
     using out_t = LinearParams<T, D, D, false>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
-    const T* in_bias_data() const { return nullptr; }
-    T* in_bias_data() { return nullptr; }
+    constexpr const T* in_bias_data() const { return nullptr; }
+    constexpr T* in_bias_data() { return nullptr; }
 };
 
 // The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only
@@ -120,7 +120,7 @@ template <class P, class Pair> using member_t =
 
 inline constexpr std::size_t max_name = 160;
 
-template <class P, class F> void visit(P& p, char* name, std::size_t len, F& f) {
+template <class P, class F> constexpr void visit(P& p, char* name, std::size_t len, F& f) {
     if constexpr (std::is_same_v<std::remove_const_t<P>, absent>) {
         (void)name, (void)len, (void)f;
     } else if constexpr (is_tensor_storage_v<P>) {
@@ -141,7 +141,7 @@ template <class P, class F> void visit(P& p, char* name, std::size_t len, F& f) 
             const std::size_t mlen = std::char_traits<char>::length(member);
             std::size_t n = len;
             if (n) name[n++] = '.';
-            std::memcpy(name + n, member, mlen);
+            for (std::size_t i = 0; i < mlen; ++i) name[n + i] = member[i];
             visit(boost::hana::second(pair)(p), name, n + mlen, f);
         });
     }
@@ -149,9 +149,9 @@ template <class P, class F> void visit(P& p, char* name, std::size_t len, F& f) 
 }  // namespace detail
 
 // Calls f(std::string_view dotted_name, tensor&) for every tensor of p, in declaration order
-// (PyTorch's state_dict order). Works on const params too.
-template <class P, class F> void for_each_tensor(P& p, F&& f) {
-    char name[detail::max_name];
+// (PyTorch's state_dict order). Works on const params too, and in constant expressions.
+template <class P, class F> constexpr void for_each_tensor(P& p, F&& f) {
+    char name[detail::max_name]{};
     detail::visit(p, name, 0, f);
 }
 

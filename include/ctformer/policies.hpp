@@ -24,21 +24,21 @@ template <class V> using lane_t = typename lane<V>::type;
 // lane by lane by the kernels). Training also needs `derivative(x)`, the derivative at the
 // pre-activation x, callable the same way. ----
 struct relu {
-    template <class V> V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
+    template <class V> constexpr V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
     // PyTorch's convention: 0 at x = 0.
-    template <class V> V derivative(const V& x) const {
+    template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
         return simd::vselect(x > V(T(0)), V(T(1)), V(T(0)));
     }
 };
 // PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)).
 struct gelu {
-    template <class V> V operator()(const V& x) const {
+    template <class V> constexpr V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         return V(T(0.5)) * x * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
     }
     // Φ(x) + x·φ(x)
-    template <class V> V derivative(const V& x) const {
+    template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
         const V cdf = V(T(0.5)) * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
         const V pdf = V(T(0.39894228040143267794)) * simd::vexp(V(T(-0.5)) * x * x);
@@ -47,12 +47,12 @@ struct gelu {
 };
 // GELU, tanh approximation (PyTorch approximate="tanh").
 struct gelu_tanh {
-    template <class V> V operator()(const V& x) const {
+    template <class V> constexpr V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         const V inner = V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x * x * x);
         return V(T(0.5)) * x * (V(T(1)) + simd::vtanh(inner));
     }
-    template <class V> V derivative(const V& x) const {
+    template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
         const V x2 = x * x;
         const V t = simd::vtanh(V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x2 * x));
@@ -62,20 +62,20 @@ struct gelu_tanh {
 };
 // SiLU / swish: x · sigmoid(x).
 struct silu {
-    template <class V> V operator()(const V& x) const {
+    template <class V> constexpr V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         return x / (V(T(1)) + simd::vexp(-x));
     }
     // s · (1 + x · (1 - s)), s = sigmoid(x)
-    template <class V> V derivative(const V& x) const {
+    template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
         const V s = V(T(1)) / (V(T(1)) + simd::vexp(-x));
         return s * (V(T(1)) + x * (V(T(1)) - s));
     }
 };
 struct identity_activation {
-    template <class V> V operator()(const V& x) const { return x; }
-    template <class V> V derivative(const V&) const { return V(detail::lane_t<V>(1)); }
+    template <class V> constexpr V operator()(const V& x) const { return x; }
+    template <class V> constexpr V derivative(const V&) const { return V(detail::lane_t<V>(1)); }
 };
 
 // Whether an activation can be trained through (it has derivative(x)).
@@ -113,7 +113,7 @@ template <class T, std::size_t D> struct RMSNormParams {
 struct layer_norm {
     template <class T, std::size_t D, bool Bias> using params = LayerNormParams<T, D, Bias>;
     template <std::size_t D, class T, bool Bias>
-    static void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
+    static constexpr void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
         const T* beta = nullptr;
         if constexpr (Bias) beta = p.bias.data();
         kernels::layer_norm_row(x, y, D, eps, p.weight.data(), beta);
@@ -130,7 +130,7 @@ struct layer_norm {
 struct rms_norm {
     template <class T, std::size_t D, bool Bias> using params = RMSNormParams<T, D>;
     template <std::size_t D, class T>
-    static void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
+    static constexpr void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
         kernels::rms_norm_row(x, y, D, eps, p.weight.data());
     }
     template <std::size_t D, class T>
@@ -146,14 +146,14 @@ template <class N, std::size_t D, class P, class T> concept differentiable_norm 
 
 // ---- Attention score scale: scores = q·kᵀ · scale. ----
 struct inv_sqrt_head_dim {
-    template <class T> static T value(std::size_t head_dim) { return T(1) / std::sqrt(static_cast<T>(head_dim)); }
+    template <class T> static constexpr T value(std::size_t head_dim) { return T(1) / simd::vsqrt(static_cast<T>(head_dim)); }
 };
 struct no_scale {
-    template <class T> static T value(std::size_t) { return T(1); }
+    template <class T> static constexpr T value(std::size_t) { return T(1); }
 };
 template <long long Num, long long Den = 1> struct scale_ratio {
     static_assert(Den != 0, "ctformer: scale_ratio denominator is zero");
-    template <class T> static T value(std::size_t) { return static_cast<T>(Num) / static_cast<T>(Den); }
+    template <class T> static constexpr T value(std::size_t) { return static_cast<T>(Num) / static_cast<T>(Den); }
 };
 
 }  // namespace ctformer

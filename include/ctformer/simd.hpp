@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "cmath.hpp"
+
 #if defined(CTFORMER_SCALAR)
 #define CTFORMER_XSIMD 0
 #elif defined(CTFORMER_ARCH) || defined(__SSE2__) || defined(__aarch64__) || defined(__ARM_NEON)
@@ -75,6 +77,14 @@ inline constexpr const char* arch_name() { return arch::name(); }
 
 // n rounded up to whole vectors of T.
 template <class T> constexpr std::size_t whole_vectors(std::size_t n) { return (n + width<T> - 1) / width<T> * width<T>; }
+
+// Constant evaluation (a layer run inside a constant expression): xsimd is not constexpr, so there
+// every kernel skips its vector loops and its scalar loop does all the work. vector_part(n): the
+// elements a kernel's vector loop covers, n - n % width at run time and none in a constant expression.
+constexpr bool constant_evaluated() { return std::is_constant_evaluated(); }
+template <class T> constexpr std::size_t vector_part(std::size_t n) {
+    return std::is_constant_evaluated() ? 0 : n - n % width<T>;
+}
 
 // Each helper below takes the scalar branch where vec<T> is T (discarded, never instantiated,
 // where T has vectors).
@@ -159,7 +169,15 @@ template <class T> inline vec<T> keep_lanes(const vec<T>& x, std::size_t count, 
 
 // Elementwise math on a scalar or a batch, with one spelling for both.
 // Accuracy (measured by tests/test_kernels.cpp, documented in docs/design.md):
-// xsimd's exp/erf/tanh are Cephes-style polynomial kernels within a few ulp of libm.
+// xsimd's exp/erf/tanh are Cephes-style polynomial kernels within a few ulp of libm. In a constant
+// expression the scalar forms use ctformer::cmath (cmath.hpp), libm's everywhere else.
+namespace detail {
+template <class T> constexpr T s_exp(T x) { if (std::is_constant_evaluated()) return cmath::exp(x); return std::exp(x); }
+template <class T> constexpr T s_log(T x) { if (std::is_constant_evaluated()) return cmath::log(x); return std::log(x); }
+template <class T> constexpr T s_erf(T x) { if (std::is_constant_evaluated()) return cmath::erf(x); return std::erf(x); }
+template <class T> constexpr T s_tanh(T x) { if (std::is_constant_evaluated()) return cmath::tanh(x); return std::tanh(x); }
+template <class T> constexpr T s_sqrt(T x) { if (std::is_constant_evaluated()) return cmath::sqrt(x); return std::sqrt(x); }
+}  // namespace detail
 #if !CTFORMER_XSIMD
 #define CTFORMER_VMATH(scalar_expr, vector_expr) return scalar_expr;
 #else
@@ -168,13 +186,13 @@ template <class T> inline vec<T> keep_lanes(const vec<T>& x, std::size_t count, 
     else return vector_expr;
 #endif
 // (select rather than xsimd::max: the latter trips a GCC 12 false positive in avx512fintrin.h)
-template <class V> inline V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::select(a > b, a, b)) }
-template <class V, class M> inline V vselect(const M& m, const V& a, const V& b) {
+template <class V> constexpr V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::select(a > b, a, b)) }
+template <class V, class M> constexpr V vselect(const M& m, const V& a, const V& b) {
     CTFORMER_VMATH(m ? a : b, xsimd::select(m, a, b))
 }
 // exp: xsimd converts x·log2(e) to an integer, undefined behaviour for ±inf and NaN (a blocked
 // score is -inf): the argument is clamped to where exp is already 0 or inf, NaN is passed around.
-template <class V> inline V vexp(const V& x) {
+template <class V> constexpr V vexp(const V& x) {
 #if CTFORMER_XSIMD
     if constexpr (!std::is_arithmetic_v<V>) {
         using T = typename V::value_type;
@@ -184,11 +202,12 @@ template <class V> inline V vexp(const V& x) {
         return xsimd::select(nan, x, xsimd::exp(safe));
     } else
 #endif
-        return std::exp(x);
+        return detail::s_exp(x);
 }
-template <class V> inline V verf(const V& x) { CTFORMER_VMATH(std::erf(x), xsimd::erf(x)) }
-template <class V> inline V vtanh(const V& x) { CTFORMER_VMATH(std::tanh(x), xsimd::tanh(x)) }
-template <class V> inline V vsqrt(const V& x) { CTFORMER_VMATH(std::sqrt(x), xsimd::sqrt(x)) }
+template <class V> constexpr V verf(const V& x) { CTFORMER_VMATH(detail::s_erf(x), xsimd::erf(x)) }
+template <class V> constexpr V vtanh(const V& x) { CTFORMER_VMATH(detail::s_tanh(x), xsimd::tanh(x)) }
+template <class V> constexpr V vsqrt(const V& x) { CTFORMER_VMATH(detail::s_sqrt(x), xsimd::sqrt(x)) }
+template <class V> constexpr V vlog(const V& x) { CTFORMER_VMATH(detail::s_log(x), xsimd::log(x)) }
 
 #undef CTFORMER_VMATH
 

@@ -59,14 +59,14 @@ inline constexpr const char* to_string(errc e) {
 struct status {
     errc code = errc::ok;
     std::array<char, 96> tensor{};
-    explicit operator bool() const { return code == errc::ok; }
-    bool ok() const { return code == errc::ok; }
-    std::string_view tensor_name() const { return std::string_view(tensor.data()); }
-    static status error(errc c, std::string_view name = {}) {
+    constexpr explicit operator bool() const { return code == errc::ok; }
+    constexpr bool ok() const { return code == errc::ok; }
+    constexpr std::string_view tensor_name() const { return std::string_view(tensor.data()); }
+    static constexpr status error(errc c, std::string_view name = {}) {
         status s;
         s.code = c;
         const std::size_t n = name.size() < s.tensor.size() - 1 ? name.size() : s.tensor.size() - 1;
-        if (n) std::memcpy(s.tensor.data(), name.data(), n);  // name.data() may be null when empty
+        for (std::size_t i = 0; i < n; ++i) s.tensor[i] = name[i];
         return s;
     }
 };

@@ -27,13 +27,13 @@ template <class T, std::size_t... Dims> struct Tensor : shape_of<Dims...> {
     using shape_of<Dims...>::size;
     alignas(64) T storage[size];
 
-    T* data() { return storage; }
-    const T* data() const { return storage; }
+    constexpr T* data() { return storage; }
+    constexpr const T* data() const { return storage; }
     // Element i in PyTorch's (row-major) order: the importer's interface.
-    T get(std::size_t i) const { return storage[i]; }
-    void set(std::size_t i, T v) { storage[i] = v; }
-    template <class... I> T& operator()(I... idx) { return storage[offset(idx...)]; }
-    template <class... I> const T& operator()(I... idx) const { return storage[offset(idx...)]; }
+    constexpr T get(std::size_t i) const { return storage[i]; }
+    constexpr void set(std::size_t i, T v) { storage[i] = v; }
+    template <class... I> constexpr T& operator()(I... idx) { return storage[offset(idx...)]; }
+    template <class... I> constexpr const T& operator()(I... idx) const { return storage[offset(idx...)]; }
 
     template <class... I> static constexpr std::size_t offset(I... idx) {
         static_assert(sizeof...(I) == sizeof...(Dims), "ctformer: wrong number of indices");
@@ -48,8 +48,8 @@ template <class T, std::size_t... Dims> struct TensorView : shape_of<Dims...> {
     using value_type = std::remove_const_t<T>;
     using shape_of<Dims...>::size;
     T* ptr;
-    T* data() const { return ptr; }
-    value_type get(std::size_t i) const { return ptr[i]; }
+    constexpr T* data() const { return ptr; }
+    constexpr value_type get(std::size_t i) const { return ptr[i]; }
 };
 
 // PyTorch Linear weight W: (Out, In), stored for the GEMM as Wᵀ: (In, Out) in column panels
@@ -70,15 +70,15 @@ template <class T, std::size_t Out, std::size_t In, std::size_t Seg = Out> struc
     alignas(64) T storage[storage_size];
 
     // Panels of block s: (In, Seg) in panel layout.
-    const T* panels(std::size_t s = 0) const { return storage + s * segment_elems; }
-    T* panels(std::size_t s = 0) { return storage + s * segment_elems; }
+    constexpr const T* panels(std::size_t s = 0) const { return storage + s * segment_elems; }
+    constexpr T* panels(std::size_t s = 0) { return storage + s * segment_elems; }
     // Element i of W in PyTorch's row-major (Out, In) order.
     static constexpr std::size_t storage_index(std::size_t i) {
         const std::size_t o = i / In, k = i % In;
         return o / Seg * segment_elems + kernels::panel_index<T>(In, k, o % Seg);
     }
-    T get(std::size_t i) const { return storage[storage_index(i)]; }
-    void set(std::size_t i, T v) { storage[storage_index(i)] = v; }
+    constexpr T get(std::size_t i) const { return storage[storage_index(i)]; }
+    constexpr void set(std::size_t i, T v) { storage[storage_index(i)] = v; }
 };
 
 template <class X> struct is_tensor_storage : std::false_type {};
@@ -88,7 +88,7 @@ struct is_tensor_storage<PackedWeight<T, O, I, S>> : std::true_type {};
 template <class X> inline constexpr bool is_tensor_storage_v = is_tensor_storage<std::remove_cv_t<X>>::value;
 
 // Views of user memory with a compile-time shape.
-template <std::size_t... Dims, class T> TensorView<T, Dims...> view(T* p) { return {{}, p}; }
+template <std::size_t... Dims, class T> constexpr TensorView<T, Dims...> view(T* p) { return {{}, p}; }
 
 // Shape queries used by static_asserts: anything with value_type, shape and data().
 template <class X> concept tensor_like = requires(const X& x) {

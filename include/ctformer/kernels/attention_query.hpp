@@ -39,10 +39,11 @@ inline void query_score_block(const T* q, const T* kt, std::size_t ldk, T scale,
 // vectors are read past n while they stay inside the row (avail: columns left in it); those extra
 // scores are never used.
 template <std::size_t Dh, class T>
-inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* kt, std::size_t ldk, T scale,
-                         T* scores) {
+constexpr void query_scores(std::size_t n, std::size_t avail, const T* q, const T* kt, std::size_t ldk, T scale,
+                            T* scores) {
     constexpr std::size_t W = simd::width<T>;
-    const std::size_t up = simd::whole_vectors<T>(n), vend = up <= avail ? up : n - n % W;
+    const std::size_t up = simd::whole_vectors<T>(n);
+    const std::size_t vend = simd::constant_evaluated() ? 0 : (up <= avail ? up : n - n % W);
     std::size_t j = 0;
     for (; j + 4 * W <= vend; j += 4 * W) query_score_block<Dh, 4>(q, kt + j, ldk, scale, scores + j);
     switch ((vend - j) / W) {
@@ -62,10 +63,11 @@ inline void query_scores(std::size_t n, std::size_t avail, const T* q, const T* 
 // to 8 vectors kept in registers; with few vectors per block, even and odd keys go to separate
 // accumulators so the FMA chains overlap.
 template <std::size_t Dh, class T>
-inline void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv, T correction, T* out) {
+constexpr void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv, T correction, T* out) {
     constexpr std::size_t W = simd::width<T>, NV = Dh / W, BV = NV < 8 ? NV : 8, P = BV <= 4 ? 2 : 1;
     using vt = simd::vec<T>;
-    if constexpr (BV > 0) {
+    const std::size_t vector_cols = simd::constant_evaluated() ? 0 : NV * W;
+    if constexpr (BV > 0) if (vector_cols) {
         for (std::size_t d0 = 0; d0 + BV * W <= NV * W; d0 += BV * W) {
             vt acc[P][BV];
             for (std::size_t u = 0; u < BV; ++u) {
@@ -96,7 +98,7 @@ inline void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv,
             simd::store(out + d, acc);
         }
     }
-    for (std::size_t d = NV * W; d < Dh; ++d) {  // columns past the last whole vector
+    for (std::size_t d = vector_cols; d < Dh; ++d) {  // columns past the last whole vector
         T acc = out[d] * correction;
         for (std::size_t j = 0; j < n; ++j) acc += p[j] * v[j * ldv + d];
         out[d] = acc;

@@ -1,4 +1,6 @@
 // ctformer/kernels/elementwise.hpp — applying a functor to vectors, and vector-wide row ops.
+// Every kernel here is constexpr: in a constant expression its vector loop covers nothing
+// (simd::vector_part) and its scalar loop, the kernel's reference, does all the work.
 #pragma once
 #include <cstddef>
 #include <type_traits>
@@ -8,7 +10,7 @@
 namespace ctformer::kernels {
 
 struct identity_op {
-    template <class V> V operator()(const V& x) const { return x; }
+    template <class V> constexpr V operator()(const V& x) const { return x; }
 };
 
 // Applies a functor to a vector; a user functor that only accepts scalars is applied lane by lane.
@@ -24,54 +26,57 @@ template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd
 }
 
 // x: (n) -> x: (n), x[i] = f(x[i])
-template <class T, class F> inline void map_inplace(T* x, std::size_t n, const F& f) {
+template <class T, class F> constexpr void map_inplace(T* x, std::size_t n, const F& f) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(x + i, apply_vec<T>(f, simd::load(x + i)));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) simd::store(x + i, apply_vec<T>(f, simd::load(x + i)));
     for (; i < n; ++i) x[i] = static_cast<T>(f(x[i]));
 }
 
 // y: (n) = f(x: (n))
-template <class T, class F> inline void map(const T* x, T* y, std::size_t n, const F& f) {
+template <class T, class F> constexpr void map(const T* x, T* y, std::size_t n, const F& f) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, apply_vec<T>(f, simd::load(x + i)));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) simd::store(y + i, apply_vec<T>(f, simd::load(x + i)));
     for (; i < n; ++i) y[i] = static_cast<T>(f(x[i]));
 }
 
 // y: (n) += x: (n)
-template <class T> inline void add_inplace(T* y, const T* x, std::size_t n) {
+template <class T> constexpr void add_inplace(T* y, const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(y + i) + simd::load(x + i));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) simd::store(y + i, simd::load(y + i) + simd::load(x + i));
     for (; i < n; ++i) y[i] += x[i];
 }
 
 // y: (n) = a: (n) + b: (n)
-template <class T> inline void add(T* y, const T* a, const T* b, std::size_t n) {
+template <class T> constexpr void add(T* y, const T* a, const T* b, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(a + i) + simd::load(b + i));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) simd::store(y + i, simd::load(a + i) + simd::load(b + i));
     for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
 // Horizontal sum of x: (n), vector accumulators, one horizontal reduction at the end.
-template <class T> inline T sum(const T* x, std::size_t n) {
+template <class T> constexpr T sum(const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
-    simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) acc += simd::load(x + i);
-    T s = simd::hsum<T>(acc);
+    T s = T(0);
+    if (!simd::constant_evaluated()) {
+        simd::vec<T> acc(T(0));
+        for (const std::size_t nv = n - n % W; i < nv; i += W) acc += simd::load(x + i);
+        s = simd::hsum<T>(acc);
+    }
     for (; i < n; ++i) s += x[i];
     return s;
 }
 
 // Horizontal max of x: (n), n >= 1.
-template <class T> inline T max(const T* x, std::size_t n) {
+template <class T> constexpr T max(const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
     T m = x[0];
-    if (n >= W) {
+    if (n >= W && !simd::constant_evaluated()) {
         simd::vec<T> acc = simd::load(x);
         for (i = W; i + W <= n; i += W) acc = simd::vmax(acc, simd::load(x + i));
         m = simd::hmax<T>(acc);
@@ -81,23 +86,31 @@ template <class T> inline T max(const T* x, std::size_t n) {
 }
 
 // Σ x[i]·y[i] over (n), vector accumulators.
-template <class T> inline T dot(const T* x, const T* y, std::size_t n) {
+template <class T> constexpr T dot(const T* x, const T* y, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
-    simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) acc = simd::fma<T>(simd::load(x + i), simd::load(y + i), acc);
-    T s = simd::hsum<T>(acc);
+    T s = T(0);
+    if (!simd::constant_evaluated()) {
+        simd::vec<T> acc(T(0));
+        for (const std::size_t nv = n - n % W; i < nv; i += W) acc = simd::fma<T>(simd::load(x + i), simd::load(y + i), acc);
+        s = simd::hsum<T>(acc);
+    }
     for (; i < n; ++i) s += x[i] * y[i];
     return s;
 }
 
 // Whether every element of x: (rows, cols) at ldx is finite: Σ x·0 is 0, or NaN once any x is
 // ±inf or NaN (one vector pass, no branch per element).
-template <class T> inline bool all_finite(const T* x, std::size_t rows, std::size_t cols, std::size_t ldx) {
+template <class T> constexpr bool all_finite(const T* x, std::size_t rows, std::size_t cols, std::size_t ldx) {
     constexpr std::size_t W = simd::width<T>;
+    T s = T(0);
+    if (simd::constant_evaluated()) {
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t i = 0; i < cols; ++i) s += x[r * ldx + i] * T(0);
+        return s == T(0);
+    }
     const simd::vec<T> zero(T(0));
     simd::vec<T> acc(T(0));
-    T s = T(0);
     for (std::size_t r = 0; r < rows; ++r) {
         const T* xr = x + r * ldx;
         std::size_t i = 0;
@@ -108,37 +121,36 @@ template <class T> inline bool all_finite(const T* x, std::size_t rows, std::siz
 }
 
 // y: (n) = x: (n) · a + y (axpy).
-template <class T> inline void axpy(T* y, const T* x, T a, std::size_t n) {
+template <class T> constexpr void axpy(T* y, const T* x, T a, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
-    const simd::vec<T> av(a);
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W)
-        simd::store(y + i, simd::fma<T>(simd::load(x + i), av, simd::load(y + i)));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W)
+        simd::store(y + i, simd::fma<T>(simd::load(x + i), simd::vec<T>(a), simd::load(y + i)));
     for (; i < n; ++i) y[i] += x[i] * a;
 }
 
 // y: (n) = x: (n) ∘ y: (n)
-template <class T> inline void mul_inplace(T* y, const T* x, std::size_t n) {
+template <class T> constexpr void mul_inplace(T* y, const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(y + i, simd::load(y + i) * simd::load(x + i));
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) simd::store(y + i, simd::load(y + i) * simd::load(x + i));
     for (; i < n; ++i) y[i] *= x[i];
 }
 
 // x: (rows, cols) at ldx -> y: (cols, rows) at ldy. Small tiles (attention's backward).
 template <class T>
-inline void transpose(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
+constexpr void transpose(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = 0; c < cols; ++c) y[c * ldy + r] = x[r * ldx + c];
 }
 
 // y: (n) = y ∘ f'(x) with f' = f.derivative (an activation's backward: y the output's gradient,
 // x the saved pre-activation). A derivative that only accepts scalars is applied lane by lane.
-template <class T, class F> inline void mul_derivative(T* y, const T* x, std::size_t n, const F& f) {
+template <class T, class F> constexpr void mul_derivative(T* y, const T* x, std::size_t n, const F& f) {
     constexpr std::size_t W = simd::width<T>;
     auto d = [&f](const auto& v) -> decltype(f.derivative(v)) { return f.derivative(v); };
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W)
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W)
         simd::store(y + i, simd::load(y + i) * apply_vec<T>(d, simd::load(x + i)));
     for (; i < n; ++i) y[i] *= static_cast<T>(f.derivative(x[i]));
 }

@@ -108,9 +108,10 @@ inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t
 #pragma GCC diagnostic pop
 #endif
 
-// Columns narrower than one vector: plain scalar dot products.
+// Columns narrower than one vector: plain scalar dot products. Also the scalar reference of both
+// entry points, and all of them in a constant expression (xsimd is not constexpr).
 template <class T, class Act>
-inline void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, const T* a, std::size_t lda, const T* b,
+constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                         const Act& act) {
     for (std::size_t r = 0; r < rows; ++r)
@@ -411,12 +412,14 @@ template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows, s
 // gemm_pack_elems<T>(M) elements; with it a and b are packed (the fast path for M > 4).
 // accumulate: c = act(c + a·b + bias), as in gemm_panels.
 template <class T, class Act = identity_op>
-inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                 std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
-                 T* pack = nullptr, bool accumulate = false) {
+constexpr void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                    std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
+                    T* pack = nullptr, bool accumulate = false) {
     using tile = gemm_tile<T>;
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
+    if (simd::constant_evaluated())
+        return detail::scalar_cols(M, N, K, a, lda, b, ldb, c, ldc, bias, accumulate, true, act);
     if (M <= small_m_rows) return detail::gemm_small_m(M, N, K, a, lda, b, ldb, c, ldc, bias, act, accumulate);
     if (pack != nullptr && !tile::compact)  // (compact kernels read b in place: no caches to feed)
         return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::rows, detail::c_layout::rows>(
@@ -455,10 +458,18 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::s
 // residual add fused into the epilogue. pack: scratch of gemm_pack_elems<T>(M) elements for a's
 // rows (unused when M <= small_m_rows). c must not overlap a or b.
 template <class T, class Act = identity_op>
-inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b_panels,
-                        T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate = false) {
+constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda,
+                           const T* b_panels, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
+                           bool accumulate = false) {
     static_assert(small_m_rows == 4, "gemm_panels dispatches rows 1..4 to the GEMV");
     if (M == 0 || N == 0) return;
+    if (simd::constant_evaluated()) {  // each panel is a row-major (K, NR) matrix
+        constexpr std::size_t NR = gemm_tile<T>::NR;
+        for (std::size_t n0 = 0; n0 < N; n0 += NR)
+            detail::scalar_cols(M, N - n0 < NR ? N - n0 : NR, K, a, lda, b_panels + n0 * K, NR, c + n0, ldc,
+                                bias ? bias + n0 : nullptr, accumulate, true, act);
+        return;
+    }
     switch (M) {
     case 1: return detail::gemv_panels<T, 1>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
     case 2: return detail::gemv_panels<T, 2>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);

@@ -14,17 +14,20 @@ template <class T> struct moments_t {
 // x: (n) -> mean and biased (population) variance, two passes for accuracy, in T: a float layer
 // does no double arithmetic (software floating point on single-precision FPUs such as
 // Cortex-M4/M33); float statistics meet the PyTorch fixtures' 2e-5 tolerance (tests/test_golden.cpp).
-template <class T> inline moments_t<T> moments(const T* x, std::size_t n) {
+template <class T> constexpr moments_t<T> moments(const T* x, std::size_t n) {
     constexpr std::size_t W = simd::width<T>;
     const T mean = sum(x, n) / static_cast<T>(n);
-    const simd::vec<T> mv(mean);
-    simd::vec<T> acc(T(0));
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) {
-        const simd::vec<T> d = simd::load(x + i) - mv;
-        acc = simd::fma<T>(d, d, acc);
+    T ss = T(0);
+    if (!simd::constant_evaluated()) {
+        const simd::vec<T> mv(mean);
+        simd::vec<T> acc(T(0));
+        for (const std::size_t nv = n - n % W; i < nv; i += W) {
+            const simd::vec<T> d = simd::load(x + i) - mv;
+            acc = simd::fma<T>(d, d, acc);
+        }
+        ss = simd::hsum<T>(acc);
     }
-    T ss = simd::hsum<T>(acc);
     for (; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
     return {mean, ss / static_cast<T>(n)};
 }
@@ -32,12 +35,11 @@ template <class T> inline moments_t<T> moments(const T* x, std::size_t n) {
 // y: (n) = (x - shift) * scale * gamma + beta; gamma/beta may be null (no affine / no bias).
 // y may alias x.
 template <class T>
-inline void scale_shift(const T* x, T* y, std::size_t n, T shift, T scale, const T* gamma, const T* beta) {
+constexpr void scale_shift(const T* x, T* y, std::size_t n, T shift, T scale, const T* gamma, const T* beta) {
     constexpr std::size_t W = simd::width<T>;
-    const simd::vec<T> sv(shift), kv(scale);
     std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) {
-        simd::vec<T> v = (simd::load(x + i) - sv) * kv;
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) {
+        simd::vec<T> v = (simd::load(x + i) - simd::vec<T>(shift)) * simd::vec<T>(scale);
         if (gamma) v = v * simd::load(gamma + i);
         if (beta) v = v + simd::load(beta + i);
         simd::store(y + i, v);
@@ -52,24 +54,15 @@ inline void scale_shift(const T* x, T* y, std::size_t n, T shift, T scale, const
 
 // LayerNorm: y = (x - mean) / sqrt(var + eps) * gamma + beta (PyTorch's biased variance).
 template <class T>
-inline void layer_norm_row(const T* x, T* y, std::size_t n, T eps, const T* gamma, const T* beta) {
+constexpr void layer_norm_row(const T* x, T* y, std::size_t n, T eps, const T* gamma, const T* beta) {
     const moments_t<T> m = moments(x, n);
-    const T rstd = T(1) / std::sqrt(m.var + eps);
+    const T rstd = T(1) / simd::vsqrt(m.var + eps);
     scale_shift(x, y, n, m.mean, rstd, gamma, beta);
 }
 
 // RMSNorm: y = x / sqrt(mean(x²) + eps) * gamma.
-template <class T> inline void rms_norm_row(const T* x, T* y, std::size_t n, T eps, const T* gamma) {
-    constexpr std::size_t W = simd::width<T>;
-    simd::vec<T> acc(T(0));
-    std::size_t i = 0;
-    for (const std::size_t nv = n - n % W; i < nv; i += W) {
-        const simd::vec<T> v = simd::load(x + i);
-        acc = simd::fma<T>(v, v, acc);
-    }
-    T ss = simd::hsum<T>(acc);
-    for (; i < n; ++i) ss += x[i] * x[i];
-    const T rstd = T(1) / std::sqrt(ss / static_cast<T>(n) + eps);
+template <class T> constexpr void rms_norm_row(const T* x, T* y, std::size_t n, T eps, const T* gamma) {
+    const T rstd = T(1) / simd::vsqrt(dot(x, x, n) / static_cast<T>(n) + eps);
     scale_shift(x, y, n, T(0), rstd, gamma, static_cast<const T*>(nullptr));
 }
 

@@ -18,7 +18,7 @@ template <class Cfg> struct attention {
     using Params = LayerParams<Cfg>;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
 
-    static T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
+    static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
     // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
     // The full forward projects them and transposes keys into scratch; the step appends them to
@@ -36,7 +36,7 @@ template <class Cfg> struct attention {
     struct transient_self {
         T* kt;
         std::size_t Tq;
-        kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
+        constexpr kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
             transpose_keys(Tq, Dh, k, ld, kt, Tq);
             return {kt, Tq, v, ld, Tq, Tq, 0};
         }
@@ -46,7 +46,7 @@ template <class Cfg> struct attention {
         T* kt;
         const T* kv_mem;  // (B*S, 2D): k | v per memory row
         std::size_t S, Tq;
-        kv_view operator()(std::size_t b, std::size_t h) const {
+        constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * 2 * D + h * Dh;
             transpose_keys(S, Dh, kv, 2 * D, kt, S);
             return {kt, S, kv + D, 2 * D, S, Tq, 0};
@@ -57,7 +57,7 @@ template <class Cfg> struct attention {
         Cache& cache;
         const std::array<std::size_t, Cache::batch>& pos0;
         const std::array<std::size_t, Cache::batch>& count;
-        kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
+        constexpr kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
             for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
             return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
                     pos0[b]};
@@ -68,7 +68,7 @@ template <class Cfg> struct attention {
         const Cache& cache;
         const std::array<std::size_t, B>& pos0;
         const std::array<std::size_t, B>& count;
-        kv_view operator()(std::size_t b, std::size_t h) const {
+        constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
         }
     };
@@ -87,7 +87,7 @@ template <class Cfg> struct attention {
     // ---- Forward ----
     // Multi-head self-attention of x: (B*Tq, D) -> out: (B*Tq, D) (accumulate: out += it).
     template <class Src, class Mask, class Drop>
-    static void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
+    static constexpr void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
@@ -107,7 +107,7 @@ template <class Cfg> struct attention {
     // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
     // (accumulate: out += it).
     template <class Src, class Mask, class Drop>
-    static void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
+    static constexpr void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                               const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.multihead_attn;
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
@@ -124,7 +124,7 @@ template <class Cfg> struct attention {
     }
 
     // mem: (rows, D) -> kv: (rows, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
-    static void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
+    static constexpr void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
         const auto& a = p.multihead_attn;
         const T* bias = a.in_bias_data();
         linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, 2 * D, pack);
@@ -132,7 +132,7 @@ template <class Cfg> struct attention {
 
     // out (+)= ctx · out_projᵀ + bias
     template <class MHA>
-    static void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
+    static constexpr void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
         linear::forward(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), out, D, pack,
                         kernels::identity_op{}, accumulate);
     }

@@ -32,7 +32,7 @@ struct head_ref {
 // probability: the exact path when some value is not finite, where a blocked key (p = 0) must
 // contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
 template <class T>
-inline void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t ldp,
+constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t ldp,
                                   const T* v, std::size_t ldv, T* out, std::size_t ldo) {
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t j = 0; j < n; ++j)
@@ -47,7 +47,7 @@ inline void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t D
 // Dropout (training) is applied to the probabilities (dropping before normalizing is the same).
 // lse (optional): (Tq) the log-sum-exp of each row's scores (-inf for a fully blocked row).
 template <class T, class Mask, class Drop>
-inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, const T* kt,
+constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, const T* kt,
                         std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores,
                         T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
                         dropout_site site, T* lse = nullptr) {
@@ -97,7 +97,7 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
             kernels::map_inplace(out + (i0 + r) * ldo, Dh, [inv](const auto& x) { return x * inv; });
-            if (lse) lse[i0 + r] = l[r] > T(0) ? m[r] + std::log(l[r]) : -std::numeric_limits<T>::infinity();
+            if (lse) lse[i0 + r] = l[r] > T(0) ? m[r] + simd::vlog(l[r]) : -std::numeric_limits<T>::infinity();
         }
     }
 }
@@ -109,7 +109,7 @@ inline void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* 
 // bookkeeping: the row's scores fill the whole scratch (tile keys per pass, online softmax across
 // passes), so a step costs one GEMV along the keys, one softmax and one GEMV along the values.
 template <std::size_t Dh, class T, class Mask, class Drop>
-inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
+constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
                          const Drop& drop, dropout_site site, T* lse = nullptr) {
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
@@ -136,12 +136,12 @@ inline void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk
     }
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
     kernels::map_inplace(out, Dh, [inv](const auto& x) { return x * inv; });
-    if (lse) *lse = l > T(0) ? m + std::log(l) : -std::numeric_limits<T>::infinity();
+    if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
 }
 
 // attend_head, or attend_query when there is one query row.
 template <std::size_t Dh, class T, class Mask, class Drop>
-inline void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, const T* kt, std::size_t ldk, const T* v,
+constexpr void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, const T* kt, std::size_t ldk, const T* v,
                    std::size_t ldv, T* out, std::size_t ldo, T* scores, T scale, const Mask& mask, head_ref hr,
                    std::size_t qpos0, const Drop& drop, dropout_site site, T* lse = nullptr) {
     if (Tq == 1)
@@ -153,7 +153,7 @@ inline void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, c
 
 // k: (S, Dh) rows at stride ldk -> kt: (Dh, S) at stride ldt.
 template <class T>
-inline void transpose_keys(std::size_t S, std::size_t Dh, const T* k, std::size_t ldk, T* kt, std::size_t ldt) {
+constexpr void transpose_keys(std::size_t S, std::size_t Dh, const T* k, std::size_t ldk, T* kt, std::size_t ldt) {
     for (std::size_t j = 0; j < S; ++j)
         for (std::size_t d = 0; d < Dh; ++d) kt[d * ldt + j] = k[j * ldk + d];
 }

@@ -23,7 +23,7 @@ template <class Cfg> struct feed_forward {
     // before the activation, u: (rows, F), for backward; otherwise the activation is linear1's
     // epilogue. Dropout after the activation, rows numbered by dropout_row_id(r, Tq).
     template <class Drop>
-    static void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
+    static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr) {
         if (u) {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, F, pack);

@@ -13,7 +13,7 @@ struct linear {
     // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
     // accumulate: y = act(y + x·Wᵀ + bias), the residual already in y.
     template <class Wt, class T, class Act = kernels::identity_op>
-    static void forward(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* y,
+    static constexpr void forward(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* y,
                         std::size_t ldy, T* pack, const Act& act = {}, bool accumulate = false) {
         constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
         if constexpr (Wt::segments_contiguous) {

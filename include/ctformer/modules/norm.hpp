@@ -14,7 +14,7 @@ template <class Cfg> struct norm {
     static constexpr T eps() { return static_cast<T>(Cfg::eps); }
 
     // y: (rows, D) = norm(x: (rows, D)); y may alias x.
-    template <class NP> static void forward(const NP& np, const T* x, T* y, std::size_t rows) {
+    template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
         for (std::size_t r = 0; r < rows; ++r) Policy::template apply<D>(np, x + r * D, y + r * D, eps());
     }
     // From x: (rows, D) (the forward's input) and dy: (rows, D): grads of the norm's parameters
