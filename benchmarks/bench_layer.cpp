@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include <ctformer/ctformer.hpp>
@@ -18,6 +19,9 @@
 #endif
 #ifdef CTFORMER_HAVE_TORCH
 #include <torch/torch.h>
+#endif
+#ifdef CTFORMER_HAVE_CBLAS
+#include "blas_decoder.hpp"
 #endif
 
 namespace {
@@ -196,6 +200,37 @@ template <const shape& s> void BM_eigen_step(benchmark::State& st) {
 }
 #endif
 
+#ifdef CTFORMER_HAVE_CBLAS
+// The layer over OpenBLAS's cblas_sgemm (blas_decoder.hpp), ctformer's weights, checked against
+// ctformer's output (max abs error reported; an error above 1e-3 skips the benchmark).
+template <const shape& s> void BM_openblas(benchmark::State& st) {
+    using L = typename layer_of<s>::type;
+    static typename L::Params p;
+    static typename L::template Workspace<s.B, s.T, s.S> ws;
+    static ct::Tensor<float, s.B, s.T, s.D> tgt, out;
+    static ct::Tensor<float, s.B, s.S, s.D> mem;
+    fill(p);
+    fill_tensor(tgt);
+    fill_tensor(mem);
+    if constexpr (s.cross) (void)L::forward(p, ws, tgt, mem, out, ct::causal{});
+    else (void)L::forward(p, ws, tgt, out, ct::causal{});
+    blas_peer::Layer layer(p, int(s.B), int(s.T), int(s.S), int(s.D), int(s.H), int(s.F), s.cross);
+    std::vector<float> x(tgt.storage, tgt.storage + tgt.size);
+    layer.forward(x.data(), mem.storage);
+    double err = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::abs(x[i] - out.storage[i])));
+    if (!(err < 1e-3)) st.SkipWithError("the OpenBLAS layer differs from ctformer's output");
+    for (auto _ : st) {
+        std::copy(tgt.storage, tgt.storage + tgt.size, x.begin());
+        layer.forward(x.data(), mem.storage);
+        benchmark::DoNotOptimize(x.data());
+        benchmark::ClobberMemory();
+    }
+    flop_counters(st, layer_flops(s));
+    st.counters["max_abs_err"] = err;
+}
+#endif
+
 #ifdef CTFORMER_HAVE_TORCH
 template <const shape& s> void BM_libtorch(benchmark::State& st) {
     torch::set_num_threads(1);
@@ -257,6 +292,13 @@ CT_BENCH(BM_eigen<base>, "layer/base/eigen");
 CT_BENCH(BM_eigen<batched>, "layer/batched/eigen");
 CT_BENCH(BM_eigen_step<tiny>, "step/tiny/eigen");
 CT_BENCH(BM_eigen_step<base>, "step/base/eigen");
+#endif
+#ifdef CTFORMER_HAVE_CBLAS
+CT_BENCH(BM_openblas<tiny>, "layer/tiny/openblas");
+CT_BENCH(BM_openblas<small>, "layer/small/openblas");
+CT_BENCH(BM_openblas<base>, "layer/base/openblas");
+CT_BENCH(BM_openblas<batched>, "layer/batched/openblas");
+CT_BENCH(BM_openblas<gpt>, "layer/gpt/openblas");
 #endif
 #ifdef CTFORMER_HAVE_TORCH
 CT_BENCH(BM_libtorch<tiny>, "layer/tiny/libtorch");

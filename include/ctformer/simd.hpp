@@ -81,6 +81,9 @@ template <class T> constexpr std::size_t whole_vectors(std::size_t n) { return (
 // Constant evaluation (a layer run inside a constant expression): xsimd is not constexpr, so there
 // every kernel skips its vector loops and its scalar loop does all the work. vector_part(n): the
 // elements a kernel's vector loop covers, n - n % width at run time and none in a constant expression.
+// Test constant_evaluated() in an if statement, never in a const variable's initializer: that
+// initializer is tried as a constant expression first, where the test is true, so
+// `const size_t v = constant_evaluated() ? 0 : n;` is 0 at run time too (the scalar path, silently).
 constexpr bool constant_evaluated() { return std::is_constant_evaluated(); }
 template <class T> constexpr std::size_t vector_part(std::size_t n) {
     return std::is_constant_evaluated() ? 0 : n - n % width<T>;

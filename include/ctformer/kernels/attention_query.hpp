@@ -43,7 +43,8 @@ constexpr void query_scores(std::size_t n, std::size_t avail, const T* q, const 
                             T* scores) {
     constexpr std::size_t W = simd::width<T>;
     const std::size_t up = simd::whole_vectors<T>(n);
-    const std::size_t vend = simd::constant_evaluated() ? 0 : (up <= avail ? up : n - n % W);
+    std::size_t vend = up <= avail ? up : n - n % W;
+    if (simd::constant_evaluated()) vend = 0;  // (an if: see simd::vector_part)
     std::size_t j = 0;
     for (; j + 4 * W <= vend; j += 4 * W) query_score_block<Dh, 4>(q, kt + j, ldk, scale, scores + j);
     switch ((vend - j) / W) {
@@ -66,7 +67,8 @@ template <std::size_t Dh, class T>
 constexpr void query_values(std::size_t n, const T* p, const T* v, std::size_t ldv, T correction, T* out) {
     constexpr std::size_t W = simd::width<T>, NV = Dh / W, BV = NV < 8 ? NV : 8, P = BV <= 4 ? 2 : 1;
     using vt = simd::vec<T>;
-    const std::size_t vector_cols = simd::constant_evaluated() ? 0 : NV * W;
+    std::size_t vector_cols = NV * W;
+    if (simd::constant_evaluated()) vector_cols = 0;  // (an if: see simd::vector_part)
     if constexpr (BV > 0) if (vector_cols) {
         for (std::size_t d0 = 0; d0 + BV * W <= NV * W; d0 += BV * W) {
             vt acc[P][BV];
