@@ -53,19 +53,31 @@ template <const shape& s> struct layer_of {
                              ct::activation<ct::gelu>>>;
 };
 
-template <const shape& s> void BM_ctformer(benchmark::State& st) {
+// One shape's ctformer layer with its weights and inputs filled (static storage, as users place
+// them): what BM_ctformer times and what the OpenBLAS peer is checked against.
+template <const shape& s> struct layer_rig {
     using L = typename layer_of<s>::type;
-    static typename L::Params p;
-    static typename L::template Workspace<s.B, s.T, s.S> ws;
-    static ct::Tensor<float, s.B, s.T, s.D> tgt, out;
-    static ct::Tensor<float, s.B, s.S, s.D> mem;
-    fill(p);
-    fill_tensor(tgt);
-    fill_tensor(mem);
+    static inline typename L::Params p;
+    static inline typename L::template Workspace<s.B, s.T, s.S> ws;
+    static inline ct::Tensor<float, s.B, s.T, s.D> tgt, out;
+    static inline ct::Tensor<float, s.B, s.S, s.D> mem;
+    static void fill_all() {
+        fill(p);
+        fill_tensor(tgt);
+        fill_tensor(mem);
+    }
+    static void forward() {
+        if constexpr (s.cross) (void)L::forward(p, ws, tgt, mem, out, ct::causal{});
+        else (void)L::forward(p, ws, tgt, out, ct::causal{});
+    }
+};
+
+template <const shape& s> void BM_ctformer(benchmark::State& st) {
+    using R = layer_rig<s>;
+    R::fill_all();
     for (auto _ : st) {
-        if constexpr (s.cross) L::forward(p, ws, tgt, mem, out, ct::causal{});
-        else L::forward(p, ws, tgt, out, ct::causal{});
-        benchmark::DoNotOptimize(out.storage[0]);
+        R::forward();
+        benchmark::DoNotOptimize(R::out.storage[0]);
         benchmark::ClobberMemory();
     }
     flop_counters(st, layer_flops(s));
@@ -204,25 +216,18 @@ template <const shape& s> void BM_eigen_step(benchmark::State& st) {
 // The layer over OpenBLAS's cblas_sgemm (blas_decoder.hpp), ctformer's weights, checked against
 // ctformer's output (max abs error reported; an error above 1e-3 skips the benchmark).
 template <const shape& s> void BM_openblas(benchmark::State& st) {
-    using L = typename layer_of<s>::type;
-    static typename L::Params p;
-    static typename L::template Workspace<s.B, s.T, s.S> ws;
-    static ct::Tensor<float, s.B, s.T, s.D> tgt, out;
-    static ct::Tensor<float, s.B, s.S, s.D> mem;
-    fill(p);
-    fill_tensor(tgt);
-    fill_tensor(mem);
-    if constexpr (s.cross) (void)L::forward(p, ws, tgt, mem, out, ct::causal{});
-    else (void)L::forward(p, ws, tgt, out, ct::causal{});
-    blas_peer::Layer layer(p, int(s.B), int(s.T), int(s.S), int(s.D), int(s.H), int(s.F), s.cross);
-    std::vector<float> x(tgt.storage, tgt.storage + tgt.size);
-    layer.forward(x.data(), mem.storage);
+    using R = layer_rig<s>;
+    R::fill_all();
+    R::forward();
+    blas_peer::Layer layer(R::p, int(s.B), int(s.T), int(s.S), int(s.D), int(s.H), int(s.F), s.cross);
+    std::vector<float> x(R::tgt.storage, R::tgt.storage + R::tgt.size);
+    layer.forward(x.data(), R::mem.storage);
     double err = 0;
-    for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::abs(x[i] - out.storage[i])));
+    for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::abs(x[i] - R::out.storage[i])));
     if (!(err < 1e-3)) st.SkipWithError("the OpenBLAS layer differs from ctformer's output");
     for (auto _ : st) {
-        std::copy(tgt.storage, tgt.storage + tgt.size, x.begin());
-        layer.forward(x.data(), mem.storage);
+        std::copy(R::tgt.storage, R::tgt.storage + R::tgt.size, x.begin());
+        layer.forward(x.data(), R::mem.storage);
         benchmark::DoNotOptimize(x.data());
         benchmark::ClobberMemory();
     }
