@@ -275,6 +275,8 @@ template <const shape& s> void BM_libtorch_train(benchmark::State& st) {
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 #define CT_BENCH(fn, name) BENCHMARK(fn)->Name(name)->ComputeStatistics("min", min_of)
 
+#include "layer_parts.hpp"
+
 }  // namespace
 
 BENCHMARK(BM_peak_fma_probe)->Iterations(1);
@@ -290,6 +292,11 @@ CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");
 CT_BENCH(BM_step_gemvs<tiny>, "step/tiny/gemvs_only");
 CT_BENCH(BM_step_gemvs<base>, "step/base/gemvs_only");
+CT_PARTS_CROSS(tiny);
+CT_PARTS_CROSS(small);
+CT_PARTS_CROSS(base);
+CT_PARTS_CROSS(batched);
+CT_PARTS_SELF(gpt);
 #ifdef CTFORMER_HAVE_EIGEN
 CT_BENCH(BM_eigen<tiny>, "layer/tiny/eigen");
 CT_BENCH(BM_eigen<small>, "layer/small/eigen");

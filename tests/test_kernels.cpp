@@ -190,6 +190,51 @@ TEST_CASE_TEMPLATE("kernels: online softmax over key tiles equals the one-pass s
     CHECK(l == T(0));
 }
 
+TEST_CASE_TEMPLATE("kernels: reduce_lanes; the online softmax of a block of rows equals it row by row", T, float, double) {
+    // reduce_lanes: lane i of the result is the sum (max) of vector i's lanes
+    constexpr std::size_t W = ct::simd::width<T>;
+    const auto in = random_vec<T>(W * W, 5);
+    std::array<ct::simd::vec<T>, W> v;
+    for (std::size_t pass = 0; pass < 2; ++pass) {
+        for (std::size_t i = 0; i < W; ++i) v[i] = ct::simd::load(in.data() + i * W);
+        std::array<T, W> got{};
+        if (pass == 0) ct::simd::store(got.data(), ct::simd::reduce_lanes<T>(v.data(), [](const auto& a, const auto& b) { return a + b; }));
+        else ct::simd::store(got.data(), ct::simd::reduce_lanes<T>(v.data(), [](const auto& a, const auto& b) { return ct::simd::vmax(a, b); }));
+        for (std::size_t i = 0; i < W; ++i) {
+            double want = pass ? -1e300 : 0.0;
+            for (std::size_t j = 0; j < W; ++j) want = pass ? std::max(want, double(in[i * W + j])) : want + double(in[i * W + j]);
+            INFO("pass " << pass << " lane " << i);
+            CHECK(std::abs(double(got[i]) - want) <= kernel_tol<T> * 4);
+        }
+    }
+    // Two key tiles over 13 rows (rows 2 and 7 fully blocked in the first tile, row 7 in both):
+    // online_softmax_rows gives each row's online_softmax_tile (values, m, l and the factors).
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    for (std::size_t ld : {W, 3 * W}) {
+        const std::size_t rows = 13;
+        std::array<T, 16> m1, l1, c1, m2, l2, c2;
+        m1.fill(neg_inf), l1.fill(0), m2.fill(neg_inf), l2.fill(0);
+        for (std::size_t tile = 0; tile < 2; ++tile) {
+            auto s = random_vec<T>(rows * ld, unsigned(9 + tile), -6, 6);
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t j = r % 4; j < ld; j += 3) s[r * ld + j] = neg_inf;
+            for (std::size_t j = 0; j < ld; ++j) {
+                s[7 * ld + j] = neg_inf;
+                if (tile == 0) s[2 * ld + j] = neg_inf;
+            }
+            auto t = s;
+            ct::kernels::online_softmax_rows(s.data(), rows, ld, m1.data(), l1.data(), c1.data());
+            for (std::size_t r = 0; r < rows; ++r) c2[r] = ct::kernels::online_softmax_tile(t.data() + r * ld, ld, m2[r], l2[r]);
+            CHECK_CLOSE("probabilities, tile " << tile << " ld " << ld, s.data(), t.data(), rows * ld, kernel_tol<T>);
+            std::size_t max_differs = 0;  // -inf for row 7
+            for (std::size_t r = 0; r < rows; ++r) max_differs += m1[r] != m2[r];
+            CHECK(max_differs == 0);
+            CHECK_CLOSE("running sum", l1.data(), l2.data(), rows, kernel_tol<T>);
+            CHECK_CLOSE("correction", c1.data(), c2.data(), rows, kernel_tol<T>);
+        }
+    }
+}
+
 namespace {
 // Blocks every key j with j % 5 == 3 and adds a per-key bias to the others; keys past qpos + 1 +
 // shift are out of range (shift < 0 can block the whole row).

@@ -150,8 +150,52 @@ template <class T> inline T vector_hmax(const vec<T>& v) {
         return m;
     }
 }
+template <std::size_t K> struct swap_lanes {  // lane i reads lane i xor K
+    static constexpr unsigned get(std::size_t i, std::size_t) { return unsigned(i ^ K); }
+};
+template <class T, std::size_t K> inline constexpr std::array<T, width<T>> lane_bit = [] {  // 1 where lane & K
+    std::array<T, width<T>> a{};
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = (i & K) ? T(1) : T(0);
+    return a;
+}();
+// One step of reduce_lanes: vectors (i, i + K) -> i, lanes with bit K clear reducing the first,
+// lanes with it set the second (each pair of lanes that differ in bit K combined by op).
+template <class T, std::size_t K, class Op> inline void reduce_lanes_step(vec<T>* v, Op op) {
+    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const auto hi = vec<T>::load_unaligned(lane_bit<T, K>.data()) != vec<T>(T(0));
+    for (std::size_t i = 0; i < K; ++i) {
+        const vec<T> x = xsimd::select(hi, v[i + K], v[i]), y = xsimd::select(hi, v[i], v[i + K]);
+        v[i] = op(x, xsimd::swizzle(y, xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>()));
+    }
+}
 }  // namespace detail
 #endif
+// v: width<T> vectors (overwritten) -> one vector whose lane i is op's reduction of v[i]'s lanes:
+// width - 1 steps of two blends, a lane swap and op (x86), instead of width separate horizontal
+// reductions with their latency chains (softmax statistics of a block of rows at once).
+template <class T, class Op> inline vec<T> reduce_lanes(vec<T>* v, Op op) {
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) {
+        if constexpr (detail::has_swizzle) {
+            if constexpr (width<T> >= 16) detail::reduce_lanes_step<T, 8>(v, op);
+            if constexpr (width<T> >= 8) detail::reduce_lanes_step<T, 4>(v, op);
+            if constexpr (width<T> >= 4) detail::reduce_lanes_step<T, 2>(v, op);
+            if constexpr (width<T> >= 2) detail::reduce_lanes_step<T, 1>(v, op);
+            return v[0];
+        } else {
+            alignas(64) T lanes[width<T>], out[width<T>];
+            for (std::size_t i = 0; i < width<T>; ++i) {
+                v[i].store_aligned(lanes);
+                T acc = lanes[0];
+                for (std::size_t j = 1; j < width<T>; ++j) acc = op(acc, lanes[j]);
+                out[i] = acc;
+            }
+            return vec<T>::load_aligned(out);
+        }
+    } else
+#endif
+    return (void)op, v[0];
+}
 template <class T> inline T hmax(const vec<T>& v) {
 #if CTFORMER_XSIMD
     if constexpr (vectorized<T>) return detail::vector_hmax<T>(v); else

@@ -63,6 +63,48 @@ template <class T> constexpr bool softmax_inplace(T* row, std::size_t n) {
     return true;
 }
 
+// online_softmax_rows for g <= W rows (the ones past g are padding: blocked, never written).
+template <class T> inline void softmax_row_group(T* s, std::size_t g, std::size_t ld, T* m, T* l, T* corr) {
+    constexpr std::size_t W = simd::width<T>;
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    using V = simd::vec<T>;
+    alignas(64) T m_old[W], l_old[W], shift[W];
+    V part[W];
+    for (std::size_t i = 0; i < W; ++i) {
+        V acc(neg_inf);
+        if (i < g)
+            for (std::size_t j = 0; j < ld; j += W) acc = simd::vmax(acc, simd::load(s + i * ld + j));
+        part[i] = acc;
+        m_old[i] = i < g ? m[i] : neg_inf;
+        l_old[i] = i < g ? l[i] : T(0);
+    }
+    const V tile_max = simd::reduce_lanes<T>(part, [](const auto& a, const auto& b) { return simd::vmax(a, b); });
+    const V mo = simd::load(m_old), m_new = simd::vmax(mo, tile_max), ninf(neg_inf);
+    // a tile with every score blocked leaves (m, l) and returns 1; the first tile with a score, 0
+    const V c = simd::vselect(tile_max == ninf, V(T(1)), simd::vselect(mo == ninf, V(T(0)), simd::vexp(mo - m_new)));
+    simd::store(shift, simd::vselect(m_new == ninf, V(T(0)), m_new));
+    for (std::size_t i = 0; i < W; ++i) {
+        V acc(T(0));
+        if (i < g)
+            for (std::size_t j = 0; j < ld; j += W) {
+                const V e = simd::vexp(simd::load(s + i * ld + j) - V(shift[i]));
+                simd::store(s + i * ld + j, e);
+                acc += e;
+            }
+        part[i] = acc;
+    }
+    const V l_new = simd::load(l_old) * c + simd::reduce_lanes<T>(part, [](const auto& a, const auto& b) { return a + b; });
+    alignas(64) T out_m[W], out_l[W], out_c[W];
+    simd::store(out_m, m_new);
+    simd::store(out_l, l_new);
+    simd::store(out_c, c);
+    for (std::size_t i = 0; i < g; ++i) {
+        m[i] = out_m[i];
+        l[i] = out_l[i];
+        corr[i] = out_c[i];
+    }
+}
+
 // One key tile of a streaming (online) softmax, for attention over keys in tiles.
 // row: (n) scores of this tile (-inf where blocked) -> row: exp(score - m') where m' is the new
 // running maximum; (m, l) are the row's running max and sum of exponentials, updated in place.
@@ -79,6 +121,20 @@ template <class T> constexpr T online_softmax_tile(T* row, std::size_t n, T& m, 
     l = l * correction + exp_shift_sum(row, n, m_new);
     m = m_new;
     return correction;
+}
+
+// online_softmax_tile over a tile of score rows: s: (rows, ld) at stride ld (whole vectors, -inf
+// where blocked), m, l: (rows) running statistics -> s: exp(score - m'), corr: (rows) the factors.
+// Vectors of rows at a time: the rows' maxima and sums come out of simd::reduce_lanes together, so
+// the statistics of a block of rows are vector arithmetic rather than one latency chain per row.
+template <class T> constexpr void online_softmax_rows(T* s, std::size_t rows, std::size_t ld, T* m, T* l, T* corr) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t r0 = 0;
+    if constexpr (W > 1) {
+        if (!simd::constant_evaluated())
+            for (; r0 < rows; r0 += W) softmax_row_group(s + r0 * ld, rows - r0 < W ? rows - r0 : W, ld, m + r0, l + r0, corr + r0);
+    }
+    for (; r0 < rows; ++r0) corr[r0] = online_softmax_tile(s + r0 * ld, ld, m[r0], l[r0]);
 }
 
 // The softmax's backward for one row: dp: (n) the gradient of the probabilities p: (n) ->

@@ -92,6 +92,13 @@ template <class Cfg> struct attention {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
         linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, 3 * D, bf.pack);
+        self_heads(bf, B, Tq, src, mask, drop);
+        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+    }
+    // The heads of a self-attention: bf.qkv: (B*Tq, 3D) -> bf.ctx: (B*Tq, D) (and bf.lse).
+    template <class Src, class Mask, class Drop>
+    static constexpr void self_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
+                                     const Drop& drop) {
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -101,7 +108,6 @@ template <class Cfg> struct attention {
                            bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights,
                            bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }
-        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
     }
 
     // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
@@ -112,6 +118,13 @@ template <class Cfg> struct attention {
         const auto& a = p.multihead_attn;
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
         linear::forward(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), bf.qkv, D, bf.pack);
+        cross_heads(bf, B, Tq, src, mask, drop);
+        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+    }
+    // The heads of a cross-attention: queries bf.qkv: (B*Tq, D), keys/values from src -> bf.ctx.
+    template <class Src, class Mask, class Drop>
+    static constexpr void cross_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
+                                      const Drop& drop) {
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
@@ -120,7 +133,6 @@ template <class Cfg> struct attention {
                            bf.ctx + b * Tq * D + h * Dh, D, bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                            dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }
-        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
     }
 
     // mem: (rows, D) -> kv: (rows, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]

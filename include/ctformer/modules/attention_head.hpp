@@ -57,7 +57,7 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
         const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
         std::size_t kend[RB], kend_block = 0;  // keys each row / the block needs
-        T m[RB], l[RB];
+        T m[RB], l[RB], corr[RB];
         for (std::size_t r = 0; r < rows; ++r) {
             kend[r] = mask.key_end(hr.b, qpos0 + i0 + r, S);
             kend_block = kend[r] > kend_block ? kend[r] : kend_block;
@@ -75,17 +75,19 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
             // here and ran 25% slower at head_dim 64)
             kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, ld);
             for (std::size_t r = 0; r < rows; ++r) {
-                const std::size_t qpos = qpos0 + i0 + r;
                 T* row = scores + r * ld;
                 const std::size_t valid = kend[r] > j0 ? (kend[r] - j0 < n ? kend[r] - j0 : n) : 0;
                 kernels::map_inplace(row, n, [scale](const auto& x) { return x * scale; });
-                if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, row, j0, valid);
+                if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos0 + i0 + r}, row, j0, valid);
                 kernels::block_tail(row, valid, ld);
-                const T correction = kernels::online_softmax_tile(row, ld, m[r], l[r]);
-                if (correction != T(1) && j0 > 0)  // before the first tile out is still zero
-                    kernels::map_inplace(out + (i0 + r) * ldo, Dh, [correction](const auto& x) { return x * correction; });
+            }
+            kernels::online_softmax_rows(scores, rows, ld, m, l, corr);  // the block's rows together
+            for (std::size_t r = 0; r < rows; ++r) {
+                const T c = corr[r];
+                if (c != T(1) && j0 > 0)  // before the first tile out is still zero
+                    kernels::map_inplace(out + (i0 + r) * ldo, Dh, [c](const auto& x) { return x * c; });
                 if constexpr (Drop::enabled)
-                    drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
+                    drop.apply(scores + r * ld, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | (qpos0 + i0 + r), j0);
             }
             // out_block += p: (rows, n) · v[j0:j0+n]: (n, Dh), accumulated in the GEMM's epilogue
             if (v_finite)

@@ -1,0 +1,80 @@
+// Where a layer's time goes: each call the layer's forward makes, timed alone through the module
+// API on the rig's weights and workspace (bench_layer.cpp's layer_rig, after one forward has filled
+// it), at the layer's own M, N, K and head counts. `parts/<shape>/<part>`; the report sets each part
+// beside `layer/<shape>/ctformer` and calls the difference the rest (the residual copy, the input
+// checks, and whatever the sequence pays that parts timed alone in warm caches do not).
+// Included by bench_layer.cpp (needs layer_rig, flop_counters, shape).
+#pragma once
+
+enum class part { norms, qkv, self_heads, self_out, cross_q, memory_kv, cross_heads, cross_out, ffn1, ffn2 };
+
+// FLOPs of one part (attention counted dense, as layer_flops does); the parts add up to it.
+constexpr double part_flops(const shape& s, part q) {
+    const double B = s.B, T = s.T, S = s.S, D = s.D, F = s.F, M = B * T;
+    switch (q) {
+        case part::qkv: return 2 * M * 3 * D * D;
+        case part::self_heads: return 2 * 2 * B * T * T * D;
+        case part::self_out: case part::cross_q: case part::cross_out: return 2 * M * D * D;
+        case part::memory_kv: return 2 * B * S * 2 * D * D;
+        case part::cross_heads: return 2 * 2 * B * T * S * D;
+        case part::ffn1: case part::ffn2: return 2 * M * D * F;
+        case part::norms: return 0;
+    }
+    return 0;
+}
+
+template <const shape& s, part q> void BM_part(benchmark::State& st) {
+    using R = layer_rig<s>;
+    using L = typename R::L;
+    using A = typename L::Attn;
+    using lin = ct::modules::linear;
+    constexpr std::size_t M = s.B * s.T;
+    R::fill_all();
+    R::forward();
+    auto& p = R::p;
+    auto& ws = R::ws;
+    const float* x = R::tgt.data();
+    float* y = R::out.data();
+    const typename A::buffers bf{ws.qkv, ws.ctx, nullptr, ws.scores, ws.pack};
+    for (auto _ : st) {
+        if constexpr (q == part::norms) {  // the layer's norms, each over its M rows
+            if constexpr (L::pre_norm) {
+                for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, ws.normed, M);
+            } else {
+                for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, y, M);
+            }
+        } else if constexpr (q == part::qkv) {
+            lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv, 3 * s.D, ws.pack);
+        } else if constexpr (q == part::self_heads) {
+            A::self_heads(bf, s.B, s.T, typename A::transient_self{ws.kt, s.T}, ct::causal{}, ct::no_dropout{});
+        } else if constexpr (q == part::self_out) {
+            A::out_projection(p.self_attn, ws.ctx, y, true, M, ws.pack);
+        } else if constexpr (q == part::cross_q) {
+            lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.qkv, s.D,
+                         ws.pack);
+        } else if constexpr (q == part::memory_kv) {
+            A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem, ws.pack);
+        } else if constexpr (q == part::cross_heads) {
+            A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kt, ws.kv_mem, s.S, s.T}, ct::no_mask{},
+                           ct::no_dropout{});
+        } else if constexpr (q == part::cross_out) {
+            A::out_projection(p.multihead_attn, ws.ctx, y, true, M, ws.pack);
+        } else if constexpr (q == part::ffn1) {
+            lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden, s.F, ws.pack,
+                         typename L::Activation{});
+        } else if constexpr (q == part::ffn2) {
+            lin::forward(p.linear2.weight, 0, 1, ws.hidden, M, p.linear2.bias_data(), y, s.D, ws.pack,
+                         ct::kernels::identity_op{}, true);
+        }
+        benchmark::DoNotOptimize(y[0]);
+        benchmark::DoNotOptimize(ws.ctx[0]);
+        benchmark::ClobberMemory();
+    }
+    flop_counters(st, part_flops(s, q));
+}
+
+#define CT_PART(s, q) CT_BENCH((BM_part<s, part::q>), "parts/" #s "/" #q)
+#define CT_PARTS_SELF(s) CT_PART(s, norms); CT_PART(s, qkv); CT_PART(s, self_heads); CT_PART(s, self_out); \
+    CT_PART(s, ffn1); CT_PART(s, ffn2)
+#define CT_PARTS_CROSS(s) CT_PARTS_SELF(s); CT_PART(s, cross_q); CT_PART(s, memory_kv); CT_PART(s, cross_heads); \
+    CT_PART(s, cross_out)
