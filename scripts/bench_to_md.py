@@ -114,6 +114,54 @@ p("*OpenBLAS layer*: the same layer written by hand over OpenBLAS's `cblas_sgemm
   "as two sgemms around a masked softmax, norms and activations as loops), with ctformer's weights, its "
   "output checked against ctformer's before timing.\n")
 p("![layer latency](performance.png)\n")
+# ---- where each layer's time goes: parts/<shape>/<part> (benchmarks/layer_parts.hpp) ----
+GEMM_PARTS = ("qkv", "self_out", "cross_q", "memory_kv", "cross_out", "ffn1", "ffn2")
+HEAD_PARTS = ("self_heads", "cross_heads")
+breakdown = []
+for shape in ("tiny", "small", "base", "batched", "gpt"):
+    c = layer.get("layer/%s/ctformer" % shape)
+    parts = {k.split("/")[2]: v for k, v in layer.items() if k.startswith("parts/%s/" % shape)}
+    if c and parts and peak:
+        breakdown.append((shape, c, parts))
+if breakdown:
+    p("## Where the time goes (each call of the layer's forward timed alone, same run)\n")
+    p("`parts/<shape>/<part>` (`benchmarks/layer_parts.hpp`) times each call the forward makes through the "
+      "module API, with the layer's weights, workspace and sizes: the weight GEMMs (QKV, out_proj, the "
+      "memory's K/V, FFN; bias, activation and residual in their epilogues), the attention heads (key "
+      "transposes, score and value products, masked online softmax), the norms. *Rest* is the whole "
+      "layer minus the parts: input checks, the residual copy, and what the sequence pays that a part "
+      "repeated alone in warm caches does not (weights evicted by the previous call, cold branches). "
+      "*Over peak* is a part's time minus its FLOPs at the probe's peak: where the time above the ideal "
+      "is spent. Attention FLOPs are counted dense (a causal head computes about half of them).\n")
+    p("| shape | layer | GEMMs | GEMMs' % of peak | attention heads | heads' % of peak | norms | rest | "
+      "over peak: GEMMs / heads / norms + rest |")
+    p("|---|---|---|---|---|---|---|---|---|")
+    for shape, c, parts in breakdown:
+        def group(names):
+            ts = [us(parts[n]) for n in names if n in parts]
+            fl = sum(parts[n].get("flops", 0) for n in names if n in parts)
+            return sum(ts), fl
+        g_t, g_f = group(GEMM_PARTS)
+        h_t, h_f = group(HEAD_PARTS)
+        n_t, _ = group(("norms",))
+        total = us(c)
+        rest = total - g_t - h_t - n_t
+        ideal = lambda f: f / (peak * 1e9) * 1e6
+        share = lambda x: "%.1f µs (%.0f%%)" % (x, 100 * x / total)
+        p("| %s | %.1f µs | %s | %.0f%% | %s | %.0f%% | %s | %s | %.1f / %.1f / %.1f µs |" % (
+            shape, total, share(g_t), 100 * ideal(g_f) / g_t if g_t else 0, share(h_t),
+            100 * ideal(h_f) / h_t if h_t else 0, share(n_t), share(rest), g_t - ideal(g_f), h_t - ideal(h_f),
+            n_t + rest))
+    p("")
+    p("<details><summary>Every part</summary>\n")
+    p("| shape | part | time | % of the layer | % of peak |")
+    p("|---|---|---|---|---|")
+    for shape, c, parts in breakdown:
+        for name, b in parts.items():
+            f = b.get("flops", 0)
+            p("| %s | %s | %.2f µs | %.1f%% | %s |" % (shape, name, us(b), 100 * us(b) / us(c),
+                                                    ("%.0f%%" % (100 * f / (us(b) * 1e-6) / (peak * 1e9))) if f else "—"))
+    p("\n</details>\n")
 p("## Incremental decoding (one token through the KV caches, cache length = T, memory = S)\n")
 p("| shape | step latency | its weight GEMVs alone | Eigen step (KV caches) | vs Eigen | "
   "weight bytes / step time | read-bandwidth probe (same size) | % of probe | "
