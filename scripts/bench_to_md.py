@@ -157,7 +157,8 @@ if breakdown:
     p("| shape | part | time | % of the layer | % of peak |")
     p("|---|---|---|---|---|")
     for shape, c, parts in breakdown:
-        for name, b in parts.items():
+        order = ("norms", "qkv", "self_heads", "self_out", "cross_q", "memory_kv", "cross_heads", "cross_out", "ffn1", "ffn2")
+        for name, b in sorted(parts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)):
             f = b.get("flops", 0)
             p("| %s | %s | %.2f µs | %.1f%% | %s |" % (shape, name, us(b), 100 * us(b) / us(c),
                                                     ("%.0f%%" % (100 * f / (us(b) * 1e-6) / (peak * 1e9))) if f else "—"))
