@@ -57,6 +57,32 @@ void BM_gemm_microkernel(benchmark::State& st) {
 void BM_gemm(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
 }
+// The backward's two shapes, (M, N, K) as the kernels name them. tn: a weight's gradient,
+// dWᵀ: (In, Out) panels += Xᵀ · dY over K = rows; nt: an input's gradient, dX: (rows, In) = dY · W.
+void BM_gemm_tn(benchmark::State& st) {
+    const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
+    std::vector<float> x(K * M, 0.5f), dy(K * N, 0.25f), g(ct::kernels::panel_elems<float>(M, N));
+    static float pack[ct::kernels::gemm_train_pack_elems<float>(2048, 2048, 2048)];
+    for (auto _ : st) {
+        ct::kernels::gemm_tn_panels(M, N, K, x.data(), M, dy.data(), N, g.data(), pack);
+        benchmark::DoNotOptimize(g.data());
+        benchmark::ClobberMemory();
+    }
+    report_flops(st, 2.0 * double(M) * double(N) * double(K));
+}
+void BM_gemm_nt(benchmark::State& st) {
+    const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
+    const std::size_t copies = st.range(3) ? 16 : 1, we = ct::kernels::panel_elems<float>(N, K);
+    std::vector<float> dy(M * K, 0.5f), w(we * copies, 0.25f), dx(M * N);
+    static float pack[ct::kernels::gemm_train_pack_elems<float>(2048, 2048, 2048)];
+    std::size_t i = 0;
+    for (auto _ : st) {
+        ct::kernels::gemm_nt_panels(M, N, K, dy.data(), K, w.data() + (i++ % copies) * we, dx.data(), N, pack, false);
+        benchmark::DoNotOptimize(dx.data());
+        benchmark::ClobberMemory();
+    }
+    report_flops(st, 2.0 * double(M) * double(N) * double(K));
+}
 void BM_gemm_rowmajor(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), false);
 }
@@ -119,6 +145,11 @@ BENCHMARK(BM_sgemm_openblas)->Args({128, 1536, 512})->Args({128, 512, 512})->Arg
     ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})
     ->ComputeStatistics("min", min_of);
 #endif
+// The base layer's backward: weight gradients (In, Out, rows) and input gradients (rows, In, Out).
+BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128})->Args({512, 512, 128})->Args({512, 2048, 128})->Args({2048, 512, 128})
+    ->Args({64, 192, 16})->Args({64, 256, 16})->Args({256, 64, 16})->ComputeStatistics("min", min_of);
+BENCHMARK(BM_gemm_nt)->Args({128, 512, 1536, 0})->Args({128, 512, 512, 0})->Args({128, 512, 2048, 0})->Args({128, 2048, 512, 0})
+    ->Args({128, 512, 2048, 1})->Args({16, 64, 192, 0})->Args({16, 64, 256, 0})->Args({16, 256, 64, 0})->ComputeStatistics("min", min_of);
 // b row-major (attention's keys and values): the same kernel with b packed per call.
 BENCHMARK(BM_gemm_rowmajor)->Args({128, 512, 512})->Args({16, 192, 64})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000)->ComputeStatistics("min", min_of);

@@ -92,6 +92,73 @@ TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar ref
     }
 }
 
+TEST_CASE_TEMPLATE("kernels: the backward's GEMMs (weight and input gradients) vs scalar reference", T, float, double) {
+    // transpose_square: a (W x W) block in registers
+    {
+        constexpr std::size_t W = ct::simd::width<T>;
+        const auto in = random_vec<T>(W * W, 7);
+        std::array<ct::simd::vec<T>, W> v;
+        for (std::size_t i = 0; i < W; ++i) v[i] = ct::simd::load(in.data() + i * W);
+        ct::simd::transpose_square<T>(v.data());
+        std::vector<T> got(W * W);
+        for (std::size_t i = 0; i < W; ++i) ct::simd::store(got.data() + i * W, v[i]);
+        for (std::size_t i = 0; i < W; ++i)
+            for (std::size_t j = 0; j < W; ++j) {
+                INFO("transpose_square W " << W << " (" << i << ", " << j << ")");
+                CHECK(got[i * W + j] == in[j * W + i]);
+            }
+    }
+    // (M, N, K) as the kernels name them: M past one packed block of rows (tn), K past one KC
+    // block and not a multiple of the panel width (the transposed packing's edge), N past a panel.
+    using tile = ct::kernels::gemm_tile<T>;
+    const std::size_t tn_rows = ct::kernels::detail::tn_block_rows<T>(128);
+    const std::array<std::size_t, 3> sizes[] = {{5, 7, 3},     {13, 33, 16},  {64, 192, 16}, {tn_rows + 29, 70, 128},
+                                                {200, 47, 300}, {31, 2 * tile::NR, 2 * tile::NR}, {40, 96, 513}};
+    unsigned seed = 300;
+    for (const auto& sz : sizes) {
+        const std::size_t M = sz[0], N = sz[1], K = sz[2];
+        std::vector<T> pack(ct::kernels::gemm_train_pack_elems<T>(std::max(M, K), std::max(M, K), std::max(M, N)), T(99));
+        // tn: c (M, N) in panel layout += aᵀ · b, a: (K, M) at lda, b: (K, N) at ldb
+        {
+            const std::size_t lda = M + 3, ldb = N + 1;
+            auto a = random_vec<T>(K * lda + 1, seed++), b = random_vec<T>(K * ldb + 1, seed++);
+            auto c0 = random_vec<T>(M * N, seed++);
+            std::vector<T> panels(ct::kernels::panel_elems<T>(M, N), T(0));
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t n = 0; n < N; ++n) panels[ct::kernels::panel_index<T>(M, m, n)] = c0[m * N + n];
+            ct::kernels::gemm_tn_panels(M, N, K, a.data(), lda, b.data(), ldb, panels.data(), pack.data());
+            std::vector<T> got(M * N), want(M * N);
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t n = 0; n < N; ++n) {
+                    double s = double(c0[m * N + n]);
+                    for (std::size_t k = 0; k < K; ++k) s += double(a[k * lda + m]) * double(b[k * ldb + n]);
+                    want[m * N + n] = static_cast<T>(s);
+                    got[m * N + n] = panels[ct::kernels::panel_index<T>(M, m, n)];
+                }
+            CHECK_CLOSE("gemm_tn_panels " << M << "x" << N << "x" << K, got.data(), want.data(), got.size(),
+                        kernel_tol<T> * (1 + std::sqrt(double(K))));
+        }
+        // nt: c (M, N) at ldc (+)= a: (M, K) · Pᵀ, P: (N, K) in panel layout
+        for (const bool accumulate : {false, true}) {
+            const std::size_t lda = K + 2, ldc = N + 3;
+            auto a = random_vec<T>(M * lda + 1, seed++), p = random_vec<T>(N * K + 1, seed++);
+            std::vector<T> panels(ct::kernels::panel_elems<T>(N, K) + 1, std::numeric_limits<T>::quiet_NaN());
+            for (std::size_t n = 0; n < N; ++n)
+                for (std::size_t k = 0; k < K; ++k) panels[ct::kernels::panel_index<T>(N, n, k)] = p[n * K + k];
+            auto c = random_vec<T>(M * ldc, seed++), want = c;
+            ct::kernels::gemm_nt_panels(M, N, K, a.data(), lda, panels.data(), c.data(), ldc, pack.data(), accumulate);
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t n = 0; n < N; ++n) {
+                    double s = accumulate ? double(want[m * ldc + n]) : 0.0;
+                    for (std::size_t k = 0; k < K; ++k) s += double(a[m * lda + k]) * double(p[n * K + k]);
+                    want[m * ldc + n] = static_cast<T>(s);
+                }
+            CHECK_CLOSE("gemm_nt_panels " << M << "x" << N << "x" << K << " accumulate " << accumulate, c.data(),
+                        want.data(), c.size(), kernel_tol<T> * (1 + std::sqrt(double(K))));
+        }
+    }
+}
+
 TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T, float, double) {
     for (std::size_t n : {1u, 3u, 8u, 15u, 16u, 17u, 64u, 129u}) {
         auto x = random_vec<T>(n, static_cast<unsigned>(n), -3, 3);

@@ -46,14 +46,14 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     // backward's GEMMs: weight gradients (inner dimension: the M or Ms input rows) and input
     // gradients (inner dimension: an output width, up to 3D for the packed in-projection, or F)
     static constexpr std::size_t F = Cfg::ffn_dim, Mx = M > Ms ? M : Ms, Ox = 3 * D > F ? 3 * D : F;
-    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(Mx, Mx > Ox ? Mx : Ox);
+    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(Mx, Mx > Ox ? Mx : Ox, D > F ? D : F);
     alignas(64) T grad[M * D];    // the residual stream's gradient
     alignas(64) T dbranch[M * D];  // a branch's output gradient through its output dropout
     alignas(64) T din[M * D];     // a branch's input gradient (pre-norm: before its norm)
     alignas(64) T input[M * D];   // a branch's input, recomputed from the saved norm input
     alignas(64) T vt[Dh * Smax];  // one head's values, transposed
     alignas(64) T tiles[attention_backward_tile_elems];
-    // the weight-gradient GEMMs pack up to gemm_mc rows; the forward's pack serves when as large
+    // the backward's GEMMs pack more of a than the forward's; the forward's pack serves when as large
     alignas(64) T extra_pack[train_pack_elems > pack_elems ? train_pack_elems : 1];
 };
 

@@ -168,8 +168,48 @@ template <class T, std::size_t K, class Op> inline void reduce_lanes_step(vec<T>
         v[i] = op(x, xsimd::swizzle(y, xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>()));
     }
 }
+// One step of transpose_square: for each pair (i, i + K), i without bit K, the lanes with bit K
+// set of v[i] trade places with the lanes without it of v[i + K] (one lane swap, three blends).
+template <class T, std::size_t K> inline void transpose_step(vec<T>* v) {
+    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const auto hi = vec<T>::load_unaligned(lane_bit<T, K>.data()) != vec<T>(T(0));
+    for (std::size_t i = 0; i < width<T>; ++i) {
+        if (i & K) continue;
+        const vec<T> t = xsimd::swizzle(xsimd::select(hi, v[i], v[i + K]),
+                                        xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>());
+        v[i] = xsimd::select(hi, t, v[i]);
+        v[i + K] = xsimd::select(hi, v[i + K], t);
+    }
+}
 }  // namespace detail
 #endif
+// v: width<T> vectors, the rows of a square block, transposed in place (v[i] lane j <- v[j] lane
+// i): log2(width) butterfly steps in registers on x86, through memory elsewhere (GEMM packing of
+// a transposed operand).
+template <class T> inline void transpose_square(vec<T>* v) {
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) {
+        if constexpr (detail::has_swizzle) {
+            if constexpr (width<T> >= 16) detail::transpose_step<T, 8>(v);
+            if constexpr (width<T> >= 8) detail::transpose_step<T, 4>(v);
+            if constexpr (width<T> >= 4) detail::transpose_step<T, 2>(v);
+            if constexpr (width<T> >= 2) detail::transpose_step<T, 1>(v);
+        } else {
+            constexpr std::size_t W = width<T>;
+            alignas(64) T m[W * W];
+            for (std::size_t i = 0; i < W; ++i) v[i].store_aligned(m + i * W);
+            for (std::size_t i = 0; i < W; ++i)
+                for (std::size_t j = i + 1; j < W; ++j) {
+                    const T x = m[i * W + j];
+                    m[i * W + j] = m[j * W + i];
+                    m[j * W + i] = x;
+                }
+            for (std::size_t i = 0; i < W; ++i) v[i] = vec<T>::load_aligned(m + i * W);
+        }
+    } else
+#endif
+    (void)v;
+}
 // v: width<T> vectors (overwritten) -> one vector whose lane i is op's reduction of v[i]'s lanes:
 // width - 1 steps of two blends, a lane swap and op (x86), instead of width separate horizontal
 // reductions with their latency chains (softmax statistics of a block of rows at once).
