@@ -61,10 +61,13 @@ void BM_gemm(benchmark::State& st) {
 // dWᵀ: (In, Out) panels += Xᵀ · dY over K = rows; nt: an input's gradient, dX: (rows, In) = dY · W.
 void BM_gemm_tn(benchmark::State& st) {
     const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
-    std::vector<float> x(K * M, 0.5f), dy(K * N, 0.25f), g(ct::kernels::panel_elems<float>(M, N));
+    const std::size_t copies = st.range(3) ? 16 : 1, ge = ct::kernels::panel_elems<float>(M, N);
+    std::vector<float> x(K * M, 0.5f), dy(K * N * copies, 0.25f), g(ge * copies);
     static float pack[ct::kernels::gemm_train_pack_elems<float>(2048, 2048, 2048)];
+    std::size_t i = 0;
     for (auto _ : st) {
-        ct::kernels::gemm_tn_panels(M, N, K, x.data(), M, dy.data(), N, g.data(), pack);
+        const std::size_t c = i++ % copies;
+        ct::kernels::gemm_tn_panels(M, N, K, x.data(), M, dy.data() + c * K * N, N, g.data() + c * ge, pack);
         benchmark::DoNotOptimize(g.data());
         benchmark::ClobberMemory();
     }
@@ -146,8 +149,9 @@ BENCHMARK(BM_sgemm_openblas)->Args({128, 1536, 512})->Args({128, 512, 512})->Arg
     ->ComputeStatistics("min", min_of);
 #endif
 // The base layer's backward: weight gradients (In, Out, rows) and input gradients (rows, In, Out).
-BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128})->Args({512, 512, 128})->Args({512, 2048, 128})->Args({2048, 512, 128})
-    ->Args({64, 192, 16})->Args({64, 256, 16})->Args({256, 64, 16})->ComputeStatistics("min", min_of);
+// (a fourth argument 1: sixteen copies of the gradient / weight in turn, out of cache as in a layer)
+BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128, 0})->Args({512, 512, 128, 0})->Args({512, 2048, 128, 0})->Args({2048, 512, 128, 0})
+    ->Args({512, 2048, 128, 1})->Args({64, 192, 16, 0})->Args({64, 256, 16, 0})->Args({256, 64, 16, 0})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_gemm_nt)->Args({128, 512, 1536, 0})->Args({128, 512, 512, 0})->Args({128, 512, 2048, 0})->Args({128, 2048, 512, 0})
     ->Args({128, 512, 2048, 1})->Args({16, 64, 192, 0})->Args({16, 64, 256, 0})->Args({16, 256, 64, 0})->ComputeStatistics("min", min_of);
 // b row-major (attention's keys and values): the same kernel with b packed per call.

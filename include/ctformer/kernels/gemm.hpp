@@ -260,6 +260,43 @@ inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc
     }
 }
 
+// Software prefetch (into L2) for the packed path: weights and gradients come from L3 or DRAM in a
+// layer (its operands do not fit L2), and each panel's first row tile would otherwise wait on
+// them. The lines of the next panel are requested a share per row tile of the current one; the
+// next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no caches).
+template <class T> inline void prefetch_l2(const T* p) { __builtin_prefetch(p, 0, 2); }
+inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024;
+
+// Share `part` of `parts` of the lines panel n0 of b's block [k0, k0 + kc) is read from.
+template <class T, b_layout BL>
+inline void prefetch_b_share(std::size_t N, std::size_t K, std::size_t k0, std::size_t kc, std::size_t n0, const T* b,
+                             std::size_t ldb, std::size_t part, std::size_t parts) {
+    constexpr std::size_t NR = gemm_tile<T>::NR, L = line_bytes / sizeof(T);  // elements per line
+    constexpr std::size_t row_lines = (NR + L - 1) / L, block_lines = (NR * NR + L - 1) / L;
+    const std::size_t lines = BL == b_layout::panels ? (kc * NR + L - 1) / L
+                              : BL == b_layout::panels_t ? (kc + NR - 1) / NR * block_lines
+                                                         : kc * row_lines;
+    const std::size_t l0 = part * lines / parts, l1 = (part + 1) * lines / parts;
+    for (std::size_t l = l0; l < l1; ++l) {
+        if constexpr (BL == b_layout::panels) prefetch_l2(b + (n0 / NR * K + k0) * NR + l * L);
+        else if constexpr (BL == b_layout::panels_t)
+            prefetch_l2(b + ((k0 / NR + l / block_lines) * N + n0) * NR + l % block_lines * L);
+        else prefetch_l2(b + (k0 + l / row_lines) * ldb + n0 + l % row_lines * L);
+    }
+}
+
+// The lines of c's tile (rows x NR at m0, n0) in layout CL.
+template <class T, c_layout CL>
+inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::size_t m0, std::size_t rows, std::size_t n0) {
+    constexpr std::size_t NR = gemm_tile<T>::NR, L = line_bytes / sizeof(T);
+    if constexpr (CL == c_layout::panels) {
+        for (std::size_t i = 0; i < rows * NR; i += L) prefetch_l2(c + (n0 / NR * M + m0) * NR + i);
+    } else {
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t j = 0; j < NR; j += L) prefetch_l2(c + (m0 + r) * ldc + n0 + j);
+    }
+}
+
 // The packed path (BLIS-style): per block of rows (all of them unless a is transposed) and per K
 // block, pack a's rows (when the block exceeds a_unpacked_bytes or a is transposed); per N panel,
 // pack b's panel (or read it where it is: weights in panel layout); then one register tile per
@@ -277,6 +314,11 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     T* bp = pack;
     T* ap = may_pack_a ? pack + (K < KC ? K : KC) * NR : nullptr;  // after one (kc x NR) block of b
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
+    // Only in the backward's GEMMs (b packed from far-apart rows or blocks; measured on AVX-512:
+    // the forward's, whose panels are read in place, lost 3-5%) and only where b is too large to
+    // stay in L2 from one call to the next.
+    const bool prefetch = !tile::compact && (AL == a_layout::cols || BL == b_layout::panels_t) &&
+                          K * N * sizeof(T) >= prefetch_min_bytes;
     const std::size_t mc = AL == a_layout::cols ? tn_block_rows<T>(K < KC ? K : KC) : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
@@ -299,8 +341,13 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 for (std::size_t j = 0; j < NR; ++j) bias_pad[j] = j < ncols ? bias[n0 + j] : T(0);
                 bias_n = bias_pad;
             }
-            for (std::size_t m0 = mb, rows = 0; m0 < mend; m0 += rows) {
+            const std::size_t tiles = (mend - mb + MR - 1) / MR;
+            for (std::size_t m0 = mb, rows = 0, t = 0; m0 < mend; m0 += rows, ++t) {
                 rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
+                if (prefetch) {
+                    if (n0 + NR < N) prefetch_b_share<T, BL>(N, K, k0, kc, n0 + NR, b, ldb, t < tiles ? t : tiles - 1, tiles);
+                    if (from_c && m0 + rows < mend) prefetch_c_tile<T, CL>(c, ldc, M, m0 + rows, mend - m0 - rows < MR ? mend - m0 - rows : MR, n0);
+                }
                 const bool whole = CL == c_layout::panels || ncols == NR;
                 T* cm = CL == c_layout::panels ? c + (n0 / NR * M + m0) * NR : c + m0 * ldc + n0;
                 const std::size_t ldcm = CL == c_layout::panels ? NR : ldc;
