@@ -24,13 +24,16 @@ void report_flops(benchmark::State& st, double flops) {
 // Best of the repetitions: on a shared machine the minimum is the least disturbed measurement.
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 // panels: b is a weight in panel layout (the layer's linear layers); else row-major (attention).
-void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K, bool panels) {
-    std::vector<float> a(M * K, 0.5f), b(ct::kernels::panel_elems<float>(K, N), 0.25f), c(M * N), bias(N, 0.1f);
+// copies > 1: that many weights in turn (out of cache, as in a layer).
+void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K, bool panels, std::size_t copies = 1) {
+    const std::size_t be = ct::kernels::panel_elems<float>(K, N);
+    std::vector<float> a(M * K, 0.5f), b(be * copies, 0.25f), c(M * N), bias(N, 0.1f);
     static float pack[ct::kernels::gemm_pack_elems<float>(128)];  // as the layer's workspace provides
+    std::size_t i = 0;
     for (auto _ : st) {
         if (panels)
-            ct::kernels::gemm_panels(M, N, K, a.data(), K, b.data(), c.data(), N, bias.data(), ct::kernels::identity_op{},
-                                     pack);
+            ct::kernels::gemm_panels(M, N, K, a.data(), K, b.data() + (i++ % copies) * be, c.data(), N, bias.data(),
+                                     ct::kernels::identity_op{}, pack);
         else
             ct::kernels::gemm(M, N, K, a.data(), K, b.data(), N, c.data(), N, bias.data(), ct::kernels::identity_op{},
                               pack);
@@ -56,6 +59,9 @@ void BM_gemm_microkernel(benchmark::State& st) {
 }
 void BM_gemm(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
+}
+void BM_gemm_cold(benchmark::State& st) {
+    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true, 16);
 }
 // The backward's two shapes, (M, N, K) as the kernels name them. tn: a weight's gradient,
 // dWᵀ: (In, Out) panels += Xᵀ · dY over K = rows; nt: an input's gradient, dX: (rows, In) = dY · W.
@@ -148,6 +154,8 @@ BENCHMARK(BM_sgemm_openblas)->Args({128, 1536, 512})->Args({128, 512, 512})->Arg
     ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})
     ->ComputeStatistics("min", min_of);
 #endif
+// The base layer's GEMMs with their weights out of cache (sixteen copies in turn), as in the layer.
+BENCHMARK(BM_gemm_cold)->Args({128, 1536, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->ComputeStatistics("min", min_of);
 // The base layer's backward: weight gradients (In, Out, rows) and input gradients (rows, In, Out).
 // (a fourth argument 1: sixteen copies of the gradient / weight in turn, out of cache as in a layer)
 BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128, 0})->Args({512, 512, 128, 0})->Args({512, 2048, 128, 0})->Args({2048, 512, 128, 0})
