@@ -272,7 +272,8 @@ template <class T, b_layout BL>
 inline void prefetch_b_share(std::size_t N, std::size_t K, std::size_t k0, std::size_t kc, std::size_t n0, const T* b,
                              std::size_t ldb, std::size_t part, std::size_t parts) {
     constexpr std::size_t NR = gemm_tile<T>::NR, L = line_bytes / sizeof(T);  // elements per line
-    constexpr std::size_t row_lines = (NR + L - 1) / L, block_lines = (NR * NR + L - 1) / L;
+    constexpr std::size_t block_lines = (NR * NR + L - 1) / L;
+    const std::size_t ncols = N - n0 < NR ? N - n0 : NR, row_lines = (ncols + L - 1) / L;  // (never past b's end)
     const std::size_t lines = BL == b_layout::panels ? (kc * NR + L - 1) / L
                               : BL == b_layout::panels_t ? (kc + NR - 1) / NR * block_lines
                                                          : kc * row_lines;
@@ -285,15 +286,16 @@ inline void prefetch_b_share(std::size_t N, std::size_t K, std::size_t k0, std::
     }
 }
 
-// The lines of c's tile (rows x NR at m0, n0) in layout CL.
+// The lines of c's tile (rows x ncols at m0, n0) in layout CL (a panel-layout tile is whole).
 template <class T, c_layout CL>
-inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::size_t m0, std::size_t rows, std::size_t n0) {
+inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::size_t m0, std::size_t rows, std::size_t n0,
+                            std::size_t ncols) {
     constexpr std::size_t NR = gemm_tile<T>::NR, L = line_bytes / sizeof(T);
     if constexpr (CL == c_layout::panels) {
         for (std::size_t i = 0; i < rows * NR; i += L) prefetch_l2(c + (n0 / NR * M + m0) * NR + i);
     } else {
         for (std::size_t r = 0; r < rows; ++r)
-            for (std::size_t j = 0; j < NR; j += L) prefetch_l2(c + (m0 + r) * ldc + n0 + j);
+            for (std::size_t j = 0; j < ncols; j += L) prefetch_l2(c + (m0 + r) * ldc + n0 + j);
     }
 }
 
@@ -346,7 +348,8 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
                 if (prefetch) {
                     if (n0 + NR < N) prefetch_b_share<T, BL>(N, K, k0, kc, n0 + NR, b, ldb, t < tiles ? t : tiles - 1, tiles);
-                    if (from_c && m0 + rows < mend) prefetch_c_tile<T, CL>(c, ldc, M, m0 + rows, mend - m0 - rows < MR ? mend - m0 - rows : MR, n0);
+                    const std::size_t next = m0 + rows, next_rows = mend - next < MR ? mend - next : MR;
+                    if (from_c && next < mend) prefetch_c_tile<T, CL>(c, ldc, M, next, next_rows, n0, ncols);
                 }
                 const bool whole = CL == c_layout::panels || ncols == NR;
                 T* cm = CL == c_layout::panels ? c + (n0 / NR * M + m0) * NR : c + m0 * ldc + n0;
