@@ -108,6 +108,22 @@ TEST_CASE_TEMPLATE("kernels: the backward's GEMMs (weight and input gradients) v
                 CHECK(got[i * W + j] == in[j * W + i]);
             }
     }
+    // kernels::transpose: whole (W x W) blocks in registers and the edges, at strides
+    {
+        constexpr std::size_t W = ct::simd::width<T>;
+        const std::array<std::size_t, 2> shapes[] = {{1, 1}, {W, W}, {2 * W + 3, W + 5}, {5, 3 * W}, {3 * W, 2 * W}};
+        for (const auto& sh : shapes) {
+            const std::size_t rows = sh[0], cols = sh[1], ldx = cols + 3, ldy = rows + 2;
+            const auto x = random_vec<T>(rows * ldx, 11);
+            std::vector<T> y(cols * ldy, T(-7));
+            ct::kernels::transpose(rows, cols, x.data(), ldx, y.data(), ldy);
+            for (std::size_t c = 0; c < cols; ++c)
+                for (std::size_t r = 0; r < ldy; ++r) {
+                    INFO("transpose " << rows << "x" << cols << " (" << r << ", " << c << ")");
+                    CHECK(y[c * ldy + r] == (r < rows ? x[r * ldx + c] : T(-7)));
+                }
+        }
+    }
     // (M, N, K) as the kernels name them: M past one packed block of rows (tn), K past one KC
     // block and not a multiple of the panel width (the transposed packing's edge), N past a panel.
     using tile = ct::kernels::gemm_tile<T>;

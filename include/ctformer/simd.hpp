@@ -158,25 +158,27 @@ template <class T, std::size_t K> inline constexpr std::array<T, width<T>> lane_
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = (i & K) ? T(1) : T(0);
     return a;
 }();
+template <class T, std::size_t K> inline auto lanes_with_bit() {  // mask: lane & K
+    return vec<T>::load_unaligned(lane_bit<T, K>.data()) != vec<T>(T(0));
+}
+template <class T, std::size_t K> inline vec<T> swap_lanes_by(const vec<T>& v) {  // lane i <- lane i xor K
+    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    return xsimd::swizzle(v, xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>());
+}
 // One step of reduce_lanes: vectors (i, i + K) -> i, lanes with bit K clear reducing the first,
 // lanes with it set the second (each pair of lanes that differ in bit K combined by op).
 template <class T, std::size_t K, class Op> inline void reduce_lanes_step(vec<T>* v, Op op) {
-    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    const auto hi = vec<T>::load_unaligned(lane_bit<T, K>.data()) != vec<T>(T(0));
-    for (std::size_t i = 0; i < K; ++i) {
-        const vec<T> x = xsimd::select(hi, v[i + K], v[i]), y = xsimd::select(hi, v[i], v[i + K]);
-        v[i] = op(x, xsimd::swizzle(y, xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>()));
-    }
+    const auto hi = lanes_with_bit<T, K>();
+    for (std::size_t i = 0; i < K; ++i)
+        v[i] = op(xsimd::select(hi, v[i + K], v[i]), swap_lanes_by<T, K>(xsimd::select(hi, v[i], v[i + K])));
 }
 // One step of transpose_square: for each pair (i, i + K), i without bit K, the lanes with bit K
 // set of v[i] trade places with the lanes without it of v[i + K] (one lane swap, three blends).
 template <class T, std::size_t K> inline void transpose_step(vec<T>* v) {
-    using index_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-    const auto hi = vec<T>::load_unaligned(lane_bit<T, K>.data()) != vec<T>(T(0));
+    const auto hi = lanes_with_bit<T, K>();
     for (std::size_t i = 0; i < width<T>; ++i) {
         if (i & K) continue;
-        const vec<T> t = xsimd::swizzle(xsimd::select(hi, v[i], v[i + K]),
-                                        xsimd::make_batch_constant<xsimd::batch<index_t, arch>, swap_lanes<K>>());
+        const vec<T> t = swap_lanes_by<T, K>(xsimd::select(hi, v[i], v[i + K]));
         v[i] = xsimd::select(hi, t, v[i]);
         v[i + K] = xsimd::select(hi, v[i + K], t);
     }

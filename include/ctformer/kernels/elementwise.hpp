@@ -137,11 +137,35 @@ template <class T> constexpr void mul_inplace(T* y, const T* x, std::size_t n) {
     for (; i < n; ++i) y[i] *= x[i];
 }
 
-// x: (rows, cols) at ldx -> y: (cols, rows) at ldy. Small tiles (attention's backward).
+namespace detail {
+// The whole (W x W) blocks of transpose, each in registers (simd::transpose_square).
+template <class T>
+inline void transpose_blocks(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
+    constexpr std::size_t W = simd::width<T>;
+    for (std::size_t r0 = 0; r0 < rows; r0 += W)
+        for (std::size_t c0 = 0; c0 < cols; c0 += W) {
+            simd::vec<T> v[W];
+#pragma GCC unroll 16
+            for (std::size_t i = 0; i < W; ++i) v[i] = simd::load(x + (r0 + i) * ldx + c0);
+            simd::transpose_square<T>(v);
+#pragma GCC unroll 16
+            for (std::size_t i = 0; i < W; ++i) simd::store(y + (c0 + i) * ldy + r0, v[i]);
+        }
+}
+}  // namespace detail
+
+// x: (rows, cols) at ldx -> y: (cols, rows) at ldy: whole (W x W) blocks in registers, the edges
+// element by element. Attention's key and value transposes, its backward's tiles, and the GEMM's
+// packing of a transposed weight.
 template <class T>
 constexpr void transpose(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
+    std::size_t rb = 0, cb = 0;  // rows and columns the blocks cover
+    if (!simd::constant_evaluated() && simd::width<T> > 1) {
+        rb = rows - rows % simd::width<T>, cb = cols - cols % simd::width<T>;
+        detail::transpose_blocks(rb, cb, x, ldx, y, ldy);
+    }
     for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) y[c * ldy + r] = x[r * ldx + c];
+        for (std::size_t c = r < rb ? cb : 0; c < cols; ++c) y[c * ldy + r] = x[r * ldx + c];
 }
 
 // y: (n) = y ∘ f'(x) with f' = f.derivative (an activation's backward: y the output's gradient,

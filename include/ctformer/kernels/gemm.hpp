@@ -187,6 +187,14 @@ template <class T> constexpr std::size_t tn_block_rows(std::size_t kc) {
     return rows < 12 ? 12 : rows;
 }
 
+// Software prefetch (into L2) for the packed path: weights and gradients come from L3 or DRAM in a
+// layer (its operands do not fit L2), and each panel's first row tile would otherwise wait on
+// them. The lines of the next panel are requested a share per row tile of the current one; the
+// next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no caches).
+template <class T> inline void prefetch_l1(const T* p) { __builtin_prefetch(p, 0, 3); }
+template <class T> inline void prefetch_l2(const T* p) { __builtin_prefetch(p, 0, 2); }
+inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024;
+
 // One (kc x NR) block of b, columns n0.., packed k-major with zero columns past N.
 template <class T, b_layout BL>
 inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0, const T* b, std::size_t ldb, T* bp) {
@@ -212,21 +220,9 @@ inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0
             // the next block lies N·NR elements on (another page): fetch it while this one is transposed (on
             // AVX-512 with weights out of cache: dX = dY (128 x 2048) · W 1.84 -> 1.64 ms)
             if (kb + NR < kc)
-                for (std::size_t i = 0; i < NR * NR; i += 64 / sizeof(T)) __builtin_prefetch(blk + N * NR + i);
-            if (ncols == NR && kn == NR) {  // (W x W) blocks transposed in registers
-                for (std::size_t tb = 0; tb < NV; ++tb)
-                    for (std::size_t jb = 0; jb < NV; ++jb) {
-                        simd::vec<T> v[W];
-#pragma GCC unroll 16
-                        for (std::size_t r = 0; r < W; ++r) v[r] = simd::load(blk + (jb * W + r) * NR + tb * W);
-                        simd::transpose_square<T>(v);
-#pragma GCC unroll 16
-                        for (std::size_t r = 0; r < W; ++r) simd::store(dst + (tb * W + r) * NR + jb * W, v[r]);
-                    }
-            } else if (ncols == NR) {
-                for (std::size_t t = 0; t < kn; ++t)
-#pragma GCC unroll 32
-                    for (std::size_t j = 0; j < NR; ++j) dst[t * NR + j] = blk[j * NR + t];
+                for (std::size_t i = 0; i < NR * NR; i += line_bytes / sizeof(T)) prefetch_l1(blk + N * NR + i);
+            if (ncols == NR) {
+                transpose(NR, kn, blk, NR, dst, NR);
             } else {
                 for (std::size_t t = 0; t < kn; ++t)
                     for (std::size_t j = 0; j < NR; ++j) dst[t * NR + j] = j < ncols ? blk[j * NR + t] : T(0);
@@ -259,13 +255,6 @@ inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc
         }
     }
 }
-
-// Software prefetch (into L2) for the packed path: weights and gradients come from L3 or DRAM in a
-// layer (its operands do not fit L2), and each panel's first row tile would otherwise wait on
-// them. The lines of the next panel are requested a share per row tile of the current one; the
-// next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no caches).
-template <class T> inline void prefetch_l2(const T* p) { __builtin_prefetch(p, 0, 2); }
-inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024;
 
 // Share `part` of `parts` of the lines panel n0 of b's block [k0, k0 + kc) is read from.
 template <class T, b_layout BL>

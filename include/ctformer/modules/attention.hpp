@@ -37,7 +37,7 @@ template <class Cfg> struct attention {
         T* kt;
         std::size_t Tq;
         constexpr kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
-            transpose_keys(Tq, Dh, k, ld, kt, Tq);
+            kernels::transpose(Tq, Dh, k, ld, kt, Tq);  // kt: (Dh, Tq)
             return {kt, Tq, v, ld, Tq, Tq, 0};
         }
     };
@@ -48,7 +48,7 @@ template <class Cfg> struct attention {
         std::size_t S, Tq;
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * 2 * D + h * Dh;
-            transpose_keys(S, Dh, kv, 2 * D, kt, S);
+            kernels::transpose(S, Dh, kv, 2 * D, kt, S);  // kt: (Dh, S)
             return {kt, S, kv + D, 2 * D, S, Tq, 0};
         }
     };

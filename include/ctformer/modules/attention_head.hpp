@@ -153,13 +153,6 @@ constexpr void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq
         attend_head(Tq, S, Dh, q, ldq, kt, ldk, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site, lse);
 }
 
-// k: (S, Dh) rows at stride ldk -> kt: (Dh, S) at stride ldt.
-template <class T>
-constexpr void transpose_keys(std::size_t S, std::size_t Dh, const T* k, std::size_t ldk, T* kt, std::size_t ldt) {
-    for (std::size_t j = 0; j < S; ++j)
-        for (std::size_t d = 0; d < Dh; ++d) kt[d * ldt + j] = k[j * ldk + d];
-}
-
 // Scratch of attend_head_backward, in elements: three (row block x key tile) tiles.
 inline constexpr std::size_t attention_backward_tile_elems = 3 * attention_row_block * attention_key_tile;
 
@@ -185,8 +178,8 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
     T* const p = tiles;             // (rows, ld): probabilities, then dropped probabilities
     T* const ds = tiles + RB * KT;  // (rows, ld): dP, then dS
     T* const tt = ds + RB * KT;     // (n, RB): a transposed tile
-    transpose_keys(S, Dh, k, ldk, kt, S);
-    transpose_keys(S, Dh, v, ldv, vt, S);
+    kernels::transpose(S, Dh, k, ldk, kt, S);  // kt, vt: (Dh, S)
+    kernels::transpose(S, Dh, v, ldv, vt, S);
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
         const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
         std::size_t kend[RB], kend_block = 0;
