@@ -180,11 +180,11 @@ enum class c_layout { rows, panels };
 // Rows of a packed per pass when a is transposed (the weight-gradient GEMMs: M is a weight's
 // input dimension, K the layer's rows): as many as fit tn_a_block_bytes, since every pass repacks
 // all of b (the output gradient, whose rows lie far apart). Measured on AVX-512 (Zen 5), dWᵀ
-// (512 x 1536) over 128 rows: 96 rows per pass 77% of peak, 384 rows 90%. A multiple of every MR.
-inline constexpr std::size_t tn_a_block_bytes = 192 * 1024;
+// (512 x 1536) over 128 rows: 96 rows per pass 77% of peak, 384 rows 90%.
+inline constexpr std::size_t tn_a_block_bytes = 192 * 1024, tn_row_step = 12;  // (12: every MR divides it)
 template <class T> constexpr std::size_t tn_block_rows(std::size_t kc) {
-    const std::size_t rows = tn_a_block_bytes / sizeof(T) / (kc ? kc : 1) / 12 * 12;
-    return rows < 12 ? 12 : rows;
+    const std::size_t rows = tn_a_block_bytes / sizeof(T) / (kc ? kc : 1) / tn_row_step * tn_row_step;
+    return rows < tn_row_step ? tn_row_step : rows;
 }
 
 // Software prefetch (into L2) for the packed path: weights and gradients come from L3 or DRAM in a
@@ -549,8 +549,9 @@ template <class T>
 constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t max_k, std::size_t max_in) {
     using tile = gemm_tile<T>;
     const std::size_t nt = detail::pack_block_elems<T>(max_rows, max_k);
-    const std::size_t kc = max_rows < tile::KC ? max_rows : tile::KC, in = (max_in + 11) / 12 * 12;
-    const std::size_t budget = detail::tn_a_block_bytes / sizeof(T) > 12 * kc ? detail::tn_a_block_bytes / sizeof(T) : 12 * kc;
+    constexpr std::size_t step = detail::tn_row_step, block = detail::tn_a_block_bytes / sizeof(T);
+    const std::size_t kc = max_rows < tile::KC ? max_rows : tile::KC, in = (max_in + step - 1) / step * step;
+    const std::size_t budget = block > step * kc ? block : step * kc;  // tn_block_rows(kc) · kc at most
     const std::size_t tn = kc * tile::NR + (in * kc < budget ? in * kc : budget);
     return nt > tn ? nt : tn;
 }
