@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include <ctformer/ctformer.hpp>
@@ -11,6 +12,9 @@
 
 #ifdef CTFORMER_HAVE_CBLAS
 #include <cblas.h>
+#endif
+#ifdef CTFORMER_HAVE_ONEDNN
+#include "onednn_gemm.hpp"
 #endif
 
 namespace {
@@ -28,7 +32,7 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 void gemm_bench(benchmark::State& st, std::size_t M, std::size_t N, std::size_t K, bool panels, std::size_t copies = 1) {
     const std::size_t be = ct::kernels::panel_elems<float>(K, N);
     std::vector<float> a(M * K, 0.5f), b(be * copies, 0.25f), c(M * N), bias(N, 0.1f);
-    static float pack[ct::kernels::gemm_pack_elems<float>(128)];  // as the layer's workspace provides
+    static float pack[ct::kernels::gemm_pack_elems<float>(256)];  // (the largest M below), as a workspace provides
     std::size_t i = 0;
     for (auto _ : st) {
         if (panels)
@@ -110,6 +114,32 @@ void BM_sgemm_openblas(benchmark::State& st) {
     report_flops(st, 2.0 * double(M) * double(N) * double(K));
 }
 #endif
+#ifdef CTFORMER_HAVE_ONEDNN
+// The peer: oneDNN's matmul primitive at the same (M, N, K), created once (as the oneDNN layer
+// peer does), weight in PyTorch's (N, K) layout, bias added as ctformer's GEMM adds it.
+void BM_matmul_onednn(benchmark::State& st) {
+    const auto M = int(st.range(0)), N = int(st.range(1)), K = int(st.range(2));
+    std::vector<float> a(std::size_t(M) * K, 0.5f), w(std::size_t(N) * K, 0.25f), c(std::size_t(M) * N), bias(N, 0.1f);
+    blas_peer::OneDnn dnn;
+    for (auto _ : st) {
+        dnn.linear(M, N, K, a.data(), w.data(), bias.data(), c.data(), N, false, blas_peer::act::none);
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    report_flops(st, 2.0 * double(M) * double(N) * double(K));
+}
+#endif
+
+// (M, N, K) of the layers' weight GEMMs: base (M = 128) QKV, out_proj, FFN up, FFN down; tiny
+// (M = 16) QKV, FFN up, FFN down; small (M = 32) and batched (M = 256) QKV and FFN down; decoding
+// steps (M = 1, 3: the GEMV over weight panels).
+void layer_gemm_shapes(benchmark::internal::Benchmark* b) {
+    for (auto [M, N, K] : {std::array{128, 1536, 512}, {128, 512, 512}, {128, 2048, 512}, {128, 512, 2048},
+                           {16, 192, 64}, {16, 256, 64}, {16, 64, 256}, {32, 384, 128}, {32, 128, 512},
+                           {256, 384, 128}, {256, 128, 512}, {1, 1536, 512}, {1, 2048, 512}, {1, 512, 2048},
+                           {3, 2048, 512}, {1, 2048, 2048}})
+        b->Args({M, N, K});
+}
 
 void BM_softmax(benchmark::State& st) {
     std::vector<float> x(std::size_t(st.range(0)));
@@ -143,16 +173,13 @@ template <class F> void BM_activation(benchmark::State& st) {
 }  // namespace
 
 BENCHMARK(BM_gemm_microkernel)->ComputeStatistics("min", min_of);
-// (M, N, K) of the base layer: QKV, out_proj, FFN up, FFN down; the tiny layer's QKV and FFN;
-// decoding steps (M = 1, 3: the GEMV over weight panels). b in panel layout, as the layer's weights.
-BENCHMARK(BM_gemm)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->Args({16, 192, 64})
-    ->Args({16, 256, 64})->Args({16, 64, 256})
-    ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})->ComputeStatistics("min", min_of);
+// b in panel layout, as the layer's weights; the peers on PyTorch-layout weights.
+BENCHMARK(BM_gemm)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
 #ifdef CTFORMER_HAVE_CBLAS
-BENCHMARK(BM_sgemm_openblas)->Args({128, 1536, 512})->Args({128, 512, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})
-    ->Args({16, 192, 64})->Args({16, 256, 64})->Args({16, 64, 256})
-    ->Args({1, 1536, 512})->Args({1, 2048, 512})->Args({1, 512, 2048})->Args({3, 2048, 512})->Args({1, 2048, 2048})
-    ->ComputeStatistics("min", min_of);
+BENCHMARK(BM_sgemm_openblas)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
+#endif
+#ifdef CTFORMER_HAVE_ONEDNN
+BENCHMARK(BM_matmul_onednn)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
 #endif
 // The base layer's GEMMs with their weights out of cache (sixteen copies in turn), as in the layer.
 BENCHMARK(BM_gemm_cold)->Args({128, 1536, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->ComputeStatistics("min", min_of);

@@ -20,8 +20,11 @@
 #ifdef CTFORMER_HAVE_TORCH
 #include <torch/torch.h>
 #endif
-#ifdef CTFORMER_HAVE_CBLAS
+#if defined(CTFORMER_HAVE_CBLAS) || defined(CTFORMER_HAVE_ONEDNN)
 #include "blas_decoder.hpp"
+#endif
+#ifdef CTFORMER_HAVE_ONEDNN
+#include "onednn_gemm.hpp"
 #endif
 
 namespace {
@@ -212,19 +215,20 @@ template <const shape& s> void BM_eigen_step(benchmark::State& st) {
 }
 #endif
 
-#ifdef CTFORMER_HAVE_CBLAS
-// The layer over OpenBLAS's cblas_sgemm (blas_decoder.hpp), ctformer's weights, checked against
-// ctformer's output (max abs error reported; an error above 1e-3 skips the benchmark).
-template <const shape& s> void BM_openblas(benchmark::State& st) {
+#if defined(CTFORMER_HAVE_CBLAS) || defined(CTFORMER_HAVE_ONEDNN)
+// The layer written over a GEMM library (blas_decoder.hpp: OpenBLAS's cblas_sgemm, or oneDNN's
+// matmul), ctformer's weights, checked against ctformer's output (max abs error reported; an
+// error above 1e-3 skips the benchmark).
+template <const shape& s, class Gemm> void BM_gemm_layer(benchmark::State& st) {
     using R = layer_rig<s>;
     R::fill_all();
     R::forward();
-    blas_peer::Layer layer(R::p, int(s.B), int(s.T), int(s.S), int(s.D), int(s.H), int(s.F), s.cross);
+    blas_peer::Layer<Gemm> layer(R::p, int(s.B), int(s.T), int(s.S), int(s.D), int(s.H), int(s.F), s.cross);
     std::vector<float> x(R::tgt.storage, R::tgt.storage + R::tgt.size);
     layer.forward(x.data(), R::mem.storage);
     double err = 0;
     for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::abs(x[i] - R::out.storage[i])));
-    if (!(err < 1e-3)) st.SkipWithError("the OpenBLAS layer differs from ctformer's output");
+    if (!(err < 1e-3)) st.SkipWithError("the peer layer differs from ctformer's output");
     for (auto _ : st) {
         std::copy(R::tgt.storage, R::tgt.storage + R::tgt.size, x.begin());
         layer.forward(x.data(), R::mem.storage);
@@ -306,11 +310,18 @@ CT_BENCH(BM_eigen_step<tiny>, "step/tiny/eigen");
 CT_BENCH(BM_eigen_step<base>, "step/base/eigen");
 #endif
 #ifdef CTFORMER_HAVE_CBLAS
-CT_BENCH(BM_openblas<tiny>, "layer/tiny/openblas");
-CT_BENCH(BM_openblas<small>, "layer/small/openblas");
-CT_BENCH(BM_openblas<base>, "layer/base/openblas");
-CT_BENCH(BM_openblas<batched>, "layer/batched/openblas");
-CT_BENCH(BM_openblas<gpt>, "layer/gpt/openblas");
+CT_BENCH((BM_gemm_layer<tiny, blas_peer::OpenBlas>), "layer/tiny/openblas");
+CT_BENCH((BM_gemm_layer<small, blas_peer::OpenBlas>), "layer/small/openblas");
+CT_BENCH((BM_gemm_layer<base, blas_peer::OpenBlas>), "layer/base/openblas");
+CT_BENCH((BM_gemm_layer<batched, blas_peer::OpenBlas>), "layer/batched/openblas");
+CT_BENCH((BM_gemm_layer<gpt, blas_peer::OpenBlas>), "layer/gpt/openblas");
+#endif
+#ifdef CTFORMER_HAVE_ONEDNN
+CT_BENCH((BM_gemm_layer<tiny, blas_peer::OneDnn>), "layer/tiny/onednn");
+CT_BENCH((BM_gemm_layer<small, blas_peer::OneDnn>), "layer/small/onednn");
+CT_BENCH((BM_gemm_layer<base, blas_peer::OneDnn>), "layer/base/onednn");
+CT_BENCH((BM_gemm_layer<batched, blas_peer::OneDnn>), "layer/batched/onednn");
+CT_BENCH((BM_gemm_layer<gpt, blas_peer::OneDnn>), "layer/gpt/onednn");
 #endif
 #ifdef CTFORMER_HAVE_TORCH
 CT_BENCH(BM_libtorch<tiny>, "layer/tiny/libtorch");

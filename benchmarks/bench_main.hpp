@@ -1,11 +1,16 @@
 // The benchmark programs' main: Google Benchmark's, plus the BLAS every peer resolved at run time
 // (from /proc/self/maps) in the JSON context ("blas"), so a report can name it and refuse the
-// reference BLAS (Debian's default for libtorch-dev, ~25x slower than OpenBLAS: not a peer).
+// reference BLAS (Debian's default for libtorch-dev, ~25x slower than OpenBLAS: not a peer), and
+// oneDNN's version where its peer is built in ("onednn").
 #pragma once
 #include <benchmark/benchmark.h>
 
 #include <fstream>
 #include <string>
+
+#ifdef CTFORMER_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace bench {
 
@@ -29,6 +34,11 @@ inline int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::AddCustomContext("blas", resolved_blas());
+#ifdef CTFORMER_HAVE_ONEDNN
+    const dnnl_version_t* v = dnnl_version();
+    benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                                              std::to_string(v->patch));
+#endif
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;

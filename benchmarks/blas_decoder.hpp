@@ -1,13 +1,14 @@
-// The layer a performance engineer writes by hand over an optimized BLAS: every product one
-// cblas_sgemm (OpenBLAS, one thread), weights in PyTorch's (Out, In) layout read transposed by the
-// BLAS, attention per (batch row, head) as two sgemms around a masked softmax, LayerNorm, GELU and
-// the residual adds as plain loops (the residual add folded into the projection's sgemm, beta = 1).
+// The layer a performance engineer writes by hand over an optimized GEMM library: every product
+// one GEMM call on PyTorch-layout weights (read transposed), attention per (batch row, head) as two
+// GEMMs around a masked softmax, LayerNorm and the softmax as plain loops, the residual add folded
+// into the projection's GEMM (beta = 1). The GEMM library is a policy (`Gemm`):
+//   - OpenBlas: cblas_sgemm (OpenBLAS, one thread), bias and activation as loops;
+//   - OneDnn (onednn_gemm.hpp): oneDNN matmul primitives, created once per call shape, with the
+//     bias, the activation and the residual add fused as oneDNN post-ops.
 // It computes what the benchmarked ctformer layers compute (causal post-norm ReLU
 // TransformerDecoderLayer; pre-norm GELU decoder-only block), with the same weights, copied by
 // PyTorch name from a ctformer Params; bench_layer checks its output against ctformer's first.
 #pragma once
-#include <cblas.h>
-
 #include <cmath>
 #include <limits>
 #include <map>
@@ -17,12 +18,43 @@
 
 #include <ctformer/params.hpp>
 
+#ifdef CTFORMER_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
 namespace blas_peer {
 
-struct Layer {
+enum class act { none, relu, gelu };
+
+#ifdef CTFORMER_HAVE_CBLAS
+struct OpenBlas {
+    // y: (M, N) at ldy (+)= act(x: (M, K) · Wᵀ + bias), W: (N, K) row-major (PyTorch's layout)
+    void linear(int M, int N, int K, const float* x, const float* Wt, const float* bias, float* y, int ldy, bool add,
+                act a) {
+        for (int r = 0; r < M; ++r)
+            for (int j = 0; j < N; ++j) y[r * ldy + j] = (add ? y[r * ldy + j] : 0.0f) + bias[j];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, Wt, K, 1.0f, y, ldy);
+        if (a != act::none)
+            for (int r = 0; r < M; ++r)
+                for (int j = 0; j < N; ++j) {
+                    float& v = y[r * ldy + j];
+                    v = a == act::relu ? (v > 0 ? v : 0.0f) : 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
+                }
+    }
+    // c: (M, N) at ldc = alpha · a: (M, K) · b (b: (K, N) at ldb, or bᵀ with b: (N, K) at ldb)
+    void product(bool trans_b, int M, int N, int K, float alpha, const float* a, int lda, const float* b, int ldb,
+                 float* c, int ldc) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda, b, ldb,
+                    0.0f, c, ldc);
+    }
+};
+#endif
+
+template <class Gemm> struct Layer {
     int B, T, S, D, H, F;
     bool cross;  // true: post-norm ReLU decoder layer; false: pre-norm GELU decoder-only block
     std::map<std::string, std::vector<float>> w;
+    Gemm gemm;
     std::vector<float> qkv, q, kv, ctx, hid, nrm, sc;
 
     template <class P>
@@ -38,13 +70,6 @@ struct Layer {
     }
     const float* W(const std::string& n) const { return w.at(n).data(); }
 
-    // y: (M, N) at ldy (+)= x: (M, K) · Wᵀ + bias, W: (N, K) row-major (PyTorch's layout)
-    static void linear(int M, int N, int K, const float* x, const float* Wt, const float* bias, float* y, int ldy,
-                       bool add) {
-        for (int r = 0; r < M; ++r)
-            for (int j = 0; j < N; ++j) y[r * ldy + j] = (add ? y[r * ldy + j] : 0.0f) + bias[j];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, Wt, K, 1.0f, y, ldy);
-    }
     void layer_norm(const float* x, float* y, const std::string& n) const {
         const float *g = W(n + ".weight"), *be = W(n + ".bias");
         for (int r = 0; r < B * T; ++r) {
@@ -62,8 +87,7 @@ struct Layer {
         const int Dh = D / H;
         const float scale = 1.0f / std::sqrt(float(Dh)), ninf = -std::numeric_limits<float>::infinity();
         for (int h = 0; h < H; ++h) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, Dh, scale, qb + h * Dh, ldq, kb + h * Dh, ldkv,
-                        0.0f, sc.data(), Tk);
+            gemm.product(true, T, Tk, Dh, scale, qb + h * Dh, ldq, kb + h * Dh, ldkv, sc.data(), Tk);
             for (int i = 0; i < T; ++i) {
                 float* row = sc.data() + i * Tk;
                 if (causal)
@@ -73,8 +97,8 @@ struct Layer {
                 for (int j = 0; j < Tk; ++j) sum += (row[j] = std::exp(row[j] - m));
                 for (int j = 0; j < Tk; ++j) row[j] /= sum;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, Tk, 1.0f, sc.data(), Tk, vb + h * Dh, ldkv,
-                        0.0f, ctx.data() + std::size_t(b) * T * D + h * Dh, D);
+            gemm.product(false, T, Dh, Tk, 1.0f, sc.data(), Tk, vb + h * Dh, ldkv, ctx.data() + std::size_t(b) * T * D + h * Dh,
+                         D);
         }
     }
     // x: (B, T, D) in place; mem: (B, S, D) (cross only)
@@ -85,32 +109,34 @@ struct Layer {
             layer_norm(x, nrm.data(), "norm1");
             in = nrm.data();
         }
-        linear(M, 3 * D, D, in, W("self_attn.in_proj_weight"), W("self_attn.in_proj_bias"), qkv.data(), 3 * D, false);
+        gemm.linear(M, 3 * D, D, in, W("self_attn.in_proj_weight"), W("self_attn.in_proj_bias"), qkv.data(), 3 * D, false,
+                    act::none);
         for (int b = 0; b < B; ++b) {
             const float* base = qkv.data() + std::size_t(b) * T * 3 * D;
             attention(b, T, base, 3 * D, base + D, base + 2 * D, 3 * D, true);
         }
-        linear(M, D, D, ctx.data(), W("self_attn.out_proj.weight"), W("self_attn.out_proj.bias"), x, D, true);
+        gemm.linear(M, D, D, ctx.data(), W("self_attn.out_proj.weight"), W("self_attn.out_proj.bias"), x, D, true,
+                    act::none);
         if (cross) {
             layer_norm(x, x, "norm1");
             const float *wi = W("multihead_attn.in_proj_weight"), *bi = W("multihead_attn.in_proj_bias");
-            linear(M, D, D, x, wi, bi, q.data(), D, false);
-            linear(B * S, 2 * D, D, mem, wi + D * D, bi + D, kv.data(), 2 * D, false);
+            gemm.linear(M, D, D, x, wi, bi, q.data(), D, false, act::none);
+            gemm.linear(B * S, 2 * D, D, mem, wi + D * D, bi + D, kv.data(), 2 * D, false, act::none);
             for (int b = 0; b < B; ++b) {
                 const float* kvb = kv.data() + std::size_t(b) * S * 2 * D;
                 attention(b, S, q.data() + std::size_t(b) * T * D, D, kvb, kvb + D, 2 * D, false);
             }
-            linear(M, D, D, ctx.data(), W("multihead_attn.out_proj.weight"), W("multihead_attn.out_proj.bias"), x, D,
-                   true);
+            gemm.linear(M, D, D, ctx.data(), W("multihead_attn.out_proj.weight"), W("multihead_attn.out_proj.bias"), x, D,
+                        true, act::none);
             layer_norm(x, x, "norm2");
             in = x;
         } else {
             layer_norm(x, nrm.data(), "norm2");
             in = nrm.data();
         }
-        linear(M, F, D, in, W("linear1.weight"), W("linear1.bias"), hid.data(), F, false);
-        for (float& v : hid) v = cross ? (v > 0 ? v : 0.0f) : 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
-        linear(M, D, F, hid.data(), W("linear2.weight"), W("linear2.bias"), x, D, true);
+        gemm.linear(M, F, D, in, W("linear1.weight"), W("linear1.bias"), hid.data(), F, false,
+                    cross ? act::relu : act::gelu);
+        gemm.linear(M, D, F, hid.data(), W("linear2.weight"), W("linear2.bias"), x, D, true, act::none);
         if (cross) layer_norm(x, x, "norm3");
     }
 };

@@ -77,10 +77,10 @@ p("Machine: %s (%s), %d CPUs at %s MHz; simd arch: the compiler's `-march=native
   "binary): **%.1f GFLOP/s** per core. libtorch's BLAS, resolved at run time: `%s`, one thread "
   "(`OPENBLAS_NUM_THREADS=1`).\n" % (model, isa, ctx.get("num_cpus", 0), ctx.get("mhz_per_cpu", "?"), peak or 0, blas))
 p("## Whole layer (causal post-norm ReLU `TransformerDecoderLayer`; `gpt` is a pre-norm GELU decoder-only block)\n")
-p("| shape | ctformer | %% of peak | libtorch 1.13 | Eigen | OpenBLAS layer | ONNX Runtime %s (net) | "
-  "ctformer vs libtorch | ctformer vs Eigen | ctformer vs OpenBLAS layer | ctformer vs ONNX Runtime |"
-  % ort.get("onnxruntime", ""))
-p("|---|---|---|---|---|---|---|---|---|---|---|")
+p("| shape | ctformer | %% of peak | libtorch 1.13 | Eigen | OpenBLAS layer | oneDNN layer | ONNX Runtime %s (net) | "
+  "ctformer vs libtorch | ctformer vs Eigen | ctformer vs OpenBLAS layer | ctformer vs oneDNN layer | "
+  "ctformer vs ONNX Runtime |" % ort.get("onnxruntime", ""))
+p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 plot = []
 for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D128 H4 F512"),
                     ("base", "B1 T128 S128 D512 H8 F2048"), ("batched", "B8 T32 S32 D128 H4 F512"),
@@ -91,13 +91,14 @@ for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D1
     t = layer.get("layer/%s/libtorch" % shape)
     e = layer.get("layer/%s/eigen" % shape)
     ob = layer.get("layer/%s/openblas" % shape)
+    dn = layer.get("layer/%s/onednn" % shape)
     fmt = lambda b: ("%.1f µs" % us(b)) if b else "—"
     ratio = lambda b: ("%.2f×" % (us(b) / us(c))) if b else "—"
     pct = 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if peak and "flops" in c else c.get("%peak", 0)
     o = ort_us.get(shape)
-    p("| %s (%s) | %s | %.0f%% | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        shape, desc, fmt(c), pct, fmt(t), fmt(e), fmt(ob), ("%.1f µs" % o) if o else "—", ratio(t), ratio(e),
-        ratio(ob), ("%.2f×" % (o / us(c))) if o else "—"))
+    p("| %s (%s) | %s | %.0f%% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        shape, desc, fmt(c), pct, fmt(t), fmt(e), fmt(ob), fmt(dn), ("%.1f µs" % o) if o else "—", ratio(t),
+        ratio(e), ratio(ob), ratio(dn), ("%.2f×" % (o / us(c))) if o else "—"))
     plot.append((shape, us(c), us(t) if t else 0, us(e) if e else 0))
 p("")
 if ort:
@@ -112,7 +113,10 @@ if ort:
 p("*OpenBLAS layer*: the same layer written by hand over OpenBLAS's `cblas_sgemm` (one thread; "
   "`benchmarks/blas_decoder.hpp`: every product one sgemm on PyTorch-layout weights, attention per head "
   "as two sgemms around a masked softmax, norms and activations as loops), with ctformer's weights, its "
-  "output checked against ctformer's before timing.\n")
+  "output checked against ctformer's before timing. *oneDNN layer*: the same code over oneDNN %s's "
+  "matmul primitive (Debian `libdnnl-dev`, `OMP_NUM_THREADS=1`; `benchmarks/onednn_gemm.hpp`): one "
+  "primitive per call shape, created before timing, the bias, the FFN's activation and the residual add "
+  "fused as oneDNN post-ops.\n" % ctx.get("onednn", "2.6"))
 p("![layer latency](performance.png)\n")
 # ---- where each layer's time goes: parts/<shape>/<part> (benchmarks/layer_parts.hpp) ----
 GEMM_PARTS = ("qkv", "self_out", "cross_q", "memory_kv", "cross_out", "ffn1", "ffn2")
@@ -247,6 +251,13 @@ if gemm_vs_blas:
                  min(gemm_vs_blas), "%.2f×", lambda v: v >= 1)]
 targets += [("%s faster than the OpenBLAS layer" % s, ratio("openblas", s), "%.2f×", lambda v: v > 1)
             for s in ("tiny", "small", "base", "batched", "gpt") if ratio("openblas", s)]
+targets += [("%s faster than the oneDNN layer" % s, ratio("onednn", s), "%.2f×", lambda v: v > 1)
+            for s in ("tiny", "small", "base", "batched", "gpt") if ratio("onednn", s)]
+gemm_vs_dnnl = [us(kernels[n.replace("BM_gemm/", "BM_matmul_onednn/")]) / us(b) for n, b in kernels.items()
+                if n.startswith("BM_gemm/") and n.replace("BM_gemm/", "BM_matmul_onednn/") in kernels]
+if gemm_vs_dnnl:
+    targets += [("ctformer's GEMM ≥ oneDNN matmul at every M×N×K the layer uses (the slowest ratio)",
+                 min(gemm_vs_dnnl), "%.2f×", lambda v: v >= 1)]
 if ort:
     targets += [("%s faster than ONNX Runtime" % s, ort_ratio(s), "%.2f×", lambda v: v > 1)
                 for s in ("tiny", "small", "batched", "gpt")]
@@ -297,24 +308,30 @@ for name, b in kernels.items():
         g = b["flops"] / (us(b) * 1e3) if "flops" in b else b.get("GFLOP/s", 0)
         p("| %s | %.2f µs | %.1f | %.0f%% |" % (name, us(b), g, 100.0 * g / kpeak if kpeak else 0))
 for name, b in kernels.items():
-    if not name.startswith("BM_gemm") and not name.startswith("BM_sgemm"):
+    if not name.startswith(("BM_gemm", "BM_sgemm", "BM_matmul")):
         rate = b["items"] / us(b) if "items" in b else b.get("items_per_second", 0) / 1e6
         p("| %s | %.3f µs | %.0f M items/s | |" % (name, us(b), rate))
 p("")
-blas_rows = [(n, b, kernels.get(n.replace("BM_gemm/", "BM_sgemm_openblas/"))) for n, b in kernels.items()
+blas_rows = [(n, b, kernels.get(n.replace("BM_gemm/", "BM_sgemm_openblas/")),
+              kernels.get(n.replace("BM_gemm/", "BM_matmul_onednn/"))) for n, b in kernels.items()
              if n.startswith("BM_gemm/")]
-blas_rows = [r for r in blas_rows if r[2]]
+blas_rows = [r for r in blas_rows if r[2] or r[3]]
 if blas_rows:
-    p("### ctformer's GEMM against OpenBLAS sgemm (same binary, one thread)\n")
+    p("### ctformer's GEMM against OpenBLAS sgemm and oneDNN matmul (same binary, one thread)\n")
     p("`BM_gemm/M/N/K` (weights in panel layout, bias added) against `BM_sgemm_openblas/M/N/K`: "
       "`cblas_sgemm(RowMajor, NoTrans, Trans)` on the PyTorch-layout weight, beta = 0 (no bias, in "
-      "BLAS's favour), OpenBLAS 0.3.21 (`libopenblas-pthread-dev`, `OPENBLAS_NUM_THREADS=1`). The "
-      "shapes are the base layer's QKV, out_proj and FFN GEMMs (M = 128), the tiny layer's (M = 16) and "
-      "decoding steps (M = 1, 3).\n")
-    p("| M × N × K | ctformer | OpenBLAS | ctformer vs OpenBLAS |")
-    p("|---|---|---|---|")
-    for n, b, o in blas_rows:
-        p("| %s | %.2f µs | %.2f µs | %.2f× |" % (n[len("BM_gemm/"):].replace("/", " × "), us(b), us(o), us(o) / us(b)))
+      "BLAS's favour), OpenBLAS 0.3.21 (`libopenblas-pthread-dev`, `OPENBLAS_NUM_THREADS=1`), and "
+      "`BM_matmul_onednn/M/N/K`: a oneDNN matmul primitive for that shape (created before timing, "
+      "bias added, `OMP_NUM_THREADS=1`). The shapes are the base layer's QKV, out_proj and FFN GEMMs "
+      "(M = 128), the tiny layer's (M = 16), the small (M = 32) and batched (M = 256) layers' QKV and "
+      "FFN down, and decoding steps (M = 1, 3).\n")
+    p("| M × N × K | ctformer | OpenBLAS | oneDNN | ctformer vs OpenBLAS | ctformer vs oneDNN |")
+    p("|---|---|---|---|---|---|")
+    f = lambda o: ("%.2f µs" % us(o)) if o else "—"
+    r = lambda o, b: ("%.2f×" % (us(o) / us(b))) if o else "—"
+    for n, b, o, d in blas_rows:
+        p("| %s | %.2f µs | %s | %s | %s | %s |" % (n[len("BM_gemm/"):].replace("/", " × "), us(b), f(o), f(d),
+                                                r(o, b), r(d, b)))
     p("")
 p("## Compile time\n")
 p("One translation unit with a base-shape layer's forward (`benchmarks/compile_time_base.cpp`), "

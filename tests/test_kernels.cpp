@@ -52,9 +52,12 @@ TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias,
 
 TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
     // M 1..4 take the streaming GEMV, larger M the tiled path; N not a multiple of the panel,
-    // K past one KC block; the panel padding holds garbage that must never reach c.
-    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},   {1, 37, 19}, {2, 70, 64}, {3, 16, 300}, {4, 129, 33},
-                                                {1, 200, 513}, {5, 33, 7}, {13, 48, 257}, {31, 47, 513}, {2, 8, 0}};
+    // K past one KC block; the panel padding holds garbage that must never reach c. a is read in
+    // place (13x48x257, and 31x47x513 in float) or packed (rows over 4 KB apart: 29x40x1100, and
+    // 31x47x513 in double).
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},    {1, 37, 19},   {2, 70, 64},     {3, 16, 300},
+                                                {4, 129, 33}, {1, 200, 513}, {5, 33, 7},      {13, 48, 257},
+                                                {31, 47, 513}, {2, 8, 0},    {29, 40, 1100}};
     unsigned seed = 100;
     using tile = ct::kernels::gemm_tile<T>;
     for (const auto& sz : sizes) {

@@ -281,7 +281,9 @@ template <class V, class M> constexpr V vselect(const M& m, const V& a, const V&
 }
 // exp: xsimd converts x·log2(e) to an integer, undefined behaviour for ±inf and NaN (a blocked
 // score is -inf): the argument is clamped to where exp is already 0 or inf, NaN is passed around.
-template <class V> constexpr V vexp(const V& x) {
+// Always inlined: GCC otherwise calls it once per vector of a softmax, spilling the caller's
+// registers (measured on AVX-512, Zen 5: a 32 x 32 attention head 1.53 -> 1.38 µs inlined).
+template <class V> [[gnu::always_inline]] constexpr inline V vexp(const V& x) {
 #if CTFORMER_XSIMD
     if constexpr (!std::is_arithmetic_v<V>) {
         using T = typename V::value_type;
