@@ -278,6 +278,13 @@ template <const shape& s> void BM_libtorch_train(benchmark::State& st) {
 // Best of the repetitions: on a shared machine the minimum is the least disturbed measurement.
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 #define CT_BENCH(fn, name) BENCHMARK(fn)->Name(name)->ComputeStatistics("min", min_of)
+// The layer over a GEMM library (blas_decoder.hpp) at every shape, as layer/<shape>/<name>.
+#define CT_GEMM_LAYERS(Gemm, name)                                                   \
+    CT_BENCH((BM_gemm_layer<tiny, Gemm>), "layer/tiny/" name);                       \
+    CT_BENCH((BM_gemm_layer<small, Gemm>), "layer/small/" name);                     \
+    CT_BENCH((BM_gemm_layer<base, Gemm>), "layer/base/" name);                       \
+    CT_BENCH((BM_gemm_layer<batched, Gemm>), "layer/batched/" name);                 \
+    CT_BENCH((BM_gemm_layer<gpt, Gemm>), "layer/gpt/" name)
 
 #include "layer_parts.hpp"
 
@@ -310,18 +317,10 @@ CT_BENCH(BM_eigen_step<tiny>, "step/tiny/eigen");
 CT_BENCH(BM_eigen_step<base>, "step/base/eigen");
 #endif
 #ifdef CTFORMER_HAVE_CBLAS
-CT_BENCH((BM_gemm_layer<tiny, blas_peer::OpenBlas>), "layer/tiny/openblas");
-CT_BENCH((BM_gemm_layer<small, blas_peer::OpenBlas>), "layer/small/openblas");
-CT_BENCH((BM_gemm_layer<base, blas_peer::OpenBlas>), "layer/base/openblas");
-CT_BENCH((BM_gemm_layer<batched, blas_peer::OpenBlas>), "layer/batched/openblas");
-CT_BENCH((BM_gemm_layer<gpt, blas_peer::OpenBlas>), "layer/gpt/openblas");
+CT_GEMM_LAYERS(blas_peer::OpenBlas, "openblas");
 #endif
 #ifdef CTFORMER_HAVE_ONEDNN
-CT_BENCH((BM_gemm_layer<tiny, blas_peer::OneDnn>), "layer/tiny/onednn");
-CT_BENCH((BM_gemm_layer<small, blas_peer::OneDnn>), "layer/small/onednn");
-CT_BENCH((BM_gemm_layer<base, blas_peer::OneDnn>), "layer/base/onednn");
-CT_BENCH((BM_gemm_layer<batched, blas_peer::OneDnn>), "layer/batched/onednn");
-CT_BENCH((BM_gemm_layer<gpt, blas_peer::OneDnn>), "layer/gpt/onednn");
+CT_GEMM_LAYERS(blas_peer::OneDnn, "onednn");
 #endif
 #ifdef CTFORMER_HAVE_TORCH
 CT_BENCH(BM_libtorch<tiny>, "layer/tiny/libtorch");

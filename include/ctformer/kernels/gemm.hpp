@@ -320,8 +320,9 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
       for (std::size_t kb = 0; kb < kblocks; ++kb) {
         const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
-        // A block small enough to stay in L1 is read where it is (packing it cost 11% of the tiny
-        // layer's instructions); compact kernels (no caches to feed) always read it in place.
+        // a is read where it is when its block stays in L1 (packing it cost 11% of the tiny layer's
+        // instructions) or its rows are close (a_packed_stride_bytes); compact kernels (no caches
+        // to feed) always read it in place.
         const bool packed_a = AL == a_layout::cols || (may_pack_a && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes &&
                                                        lda * sizeof(T) > a_packed_stride_bytes);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
