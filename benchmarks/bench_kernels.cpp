@@ -53,7 +53,7 @@ using tile = ct::kernels::gemm_tile<float>;
 void BM_gemm_microkernel(benchmark::State& st) {
     std::vector<float> ap(tile::MR * tile::KC, 0.5f), bp(tile::KC * tile::NR, 0.25f), c(tile::MR * tile::NR);
     for (auto _ : st) {
-        ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, true, true>(
+        ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, ct::kernels::detail::a_layout::packed, true>(
             tile::KC, ap.data(), 0, bp.data(), 0, c.data(), tile::NR, nullptr, false, true, ct::kernels::identity_op{});
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();

@@ -46,7 +46,7 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
         } else if constexpr (q == part::qkv) {
             lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv, 3 * s.D, ws.pack);
         } else if constexpr (q == part::self_heads) {
-            A::self_heads(bf, s.B, s.T, typename A::transient_self{ws.kt, s.T}, ct::causal{}, ct::no_dropout{});
+            A::self_heads(bf, s.B, s.T, typename A::transient_self{s.T}, ct::causal{}, ct::no_dropout{});
         } else if constexpr (q == part::self_out) {
             A::out_projection(p.self_attn, ws.ctx, y, true, M, ws.pack);
         } else if constexpr (q == part::cross_q) {
@@ -55,7 +55,7 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
         } else if constexpr (q == part::memory_kv) {
             A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem, ws.pack);
         } else if constexpr (q == part::cross_heads) {
-            A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kt, ws.kv_mem, s.S, s.T}, ct::no_mask{},
+            A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kv_mem, s.S, s.T}, ct::no_mask{},
                            ct::no_dropout{});
         } else if constexpr (q == part::cross_out) {
             A::out_projection(p.multihead_attn, ws.ctx, y, true, M, ws.pack);

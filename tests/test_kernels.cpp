@@ -50,6 +50,29 @@ TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias,
     }
 }
 
+TEST_CASE_TEMPLATE("kernels: gemm_tn (a stored transposed, both read in place) vs scalar reference", T, float, double) {
+    // M and N below, at and past the register tile and the vector width (attention's tiles: M keys
+    // or query rows, N = the row block or head_dim), K past one KC block; accumulate onto c.
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1}, {3, 5, 7}, {16, 16, 16}, {64, 16, 64}, {13, 33, 31},
+                                                {25, 70, 3}, {40, 72, 300}, {4, 24, 0}};
+    unsigned seed = 40;
+    for (const auto& sz : sizes)
+        for (bool accumulate : {false, true}) {
+            const std::size_t M = sz[0], N = sz[1], K = sz[2], lda = M + 3, ldb = N + 5, ldc = N + 2;
+            auto at = random_vec<T>((K ? K : 1) * lda, seed++), b = random_vec<T>((K ? K : 1) * ldb, seed++);
+            std::vector<T> c = accumulate ? random_vec<T>(M * ldc, seed++) : std::vector<T>(M * ldc, T(-7)), want = c;
+            ct::kernels::gemm_tn(M, N, K, at.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    double s = accumulate ? double(want[i * ldc + j]) : 0.0;
+                    for (std::size_t k = 0; k < K; ++k) s += double(at[k * lda + i]) * double(b[k * ldb + j]);
+                    want[i * ldc + j] = static_cast<T>(s);
+                }
+            CHECK_CLOSE("gemm_tn " << M << "x" << N << "x" << K << (accumulate ? " accumulate" : ""), c.data(), want.data(),
+                        c.size(), kernel_tol<T> * (1 + std::sqrt(double(K))));
+        }
+}
+
 TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
     // M 1..4 take the streaming GEMV, larger M the tiled path; N not a multiple of the panel,
     // K past one KC block; the panel padding holds garbage that must never reach c. a is read in
@@ -276,49 +299,66 @@ TEST_CASE_TEMPLATE("kernels: online softmax over key tiles equals the one-pass s
     CHECK(l == T(0));
 }
 
-TEST_CASE_TEMPLATE("kernels: reduce_lanes; the online softmax of a block of rows equals it row by row", T, float, double) {
-    // reduce_lanes: lane i of the result is the sum (max) of vector i's lanes
-    constexpr std::size_t W = ct::simd::width<T>;
-    const auto in = random_vec<T>(W * W, 5);
-    std::array<ct::simd::vec<T>, W> v;
-    for (std::size_t pass = 0; pass < 2; ++pass) {
-        for (std::size_t i = 0; i < W; ++i) v[i] = ct::simd::load(in.data() + i * W);
-        std::array<T, W> got{};
-        if (pass == 0) ct::simd::store(got.data(), ct::simd::reduce_lanes<T>(v.data(), [](const auto& a, const auto& b) { return a + b; }));
-        else ct::simd::store(got.data(), ct::simd::reduce_lanes<T>(v.data(), [](const auto& a, const auto& b) { return ct::simd::vmax(a, b); }));
-        for (std::size_t i = 0; i < W; ++i) {
-            double want = pass ? -1e300 : 0.0;
-            for (std::size_t j = 0; j < W; ++j) want = pass ? std::max(want, double(in[i * W + j])) : want + double(in[i * W + j]);
-            INFO("pass " << pass << " lane " << i);
-            CHECK(std::abs(double(got[i]) - want) <= kernel_tol<T> * 4);
-        }
-    }
-    // Two key tiles over 13 rows (rows 2 and 7 fully blocked in the first tile, row 7 in both):
-    // online_softmax_rows gives each row's online_softmax_tile (values, m, l and the factors).
+TEST_CASE_TEMPLATE("kernels: the online softmax down the columns of a transposed tile equals it column by column", T, float, double) {
+    // Two key tiles (13 and 5 keys) over 16 query columns, keys blocked by -inf scores and by each
+    // column's key end (column 2 has none before the second tile, column 7 none at all, column 9
+    // ends inside the first tile); the blocked scores past a column's end hold garbage (NaN and
+    // inf included) that must never show. Each column must equal online_softmax_tile over its
+    // keys (values, m, l and the factors).
     const T neg_inf = -std::numeric_limits<T>::infinity();
-    for (std::size_t ld : {W, 3 * W}) {
-        const std::size_t rows = 13;
-        std::array<T, 16> m1, l1, c1, m2, l2, c2;
-        m1.fill(neg_inf), l1.fill(0), m2.fill(neg_inf), l2.fill(0);
-        for (std::size_t tile = 0; tile < 2; ++tile) {
-            auto s = random_vec<T>(rows * ld, unsigned(9 + tile), -6, 6);
-            for (std::size_t r = 0; r < rows; ++r)
-                for (std::size_t j = r % 4; j < ld; j += 3) s[r * ld + j] = neg_inf;
-            for (std::size_t j = 0; j < ld; ++j) {
-                s[7 * ld + j] = neg_inf;
-                if (tile == 0) s[2 * ld + j] = neg_inf;
+    constexpr std::size_t R = 16;
+    std::array<T, R> kend, m1, l1, c1, m2, l2, c2;
+    m1.fill(neg_inf), l1.fill(0), m2.fill(neg_inf), l2.fill(0);
+    for (std::size_t c = 0; c < R; ++c) kend[c] = T(c == 7 ? 0 : c == 2 ? 15 : c == 9 ? 4 : 18 - c % 3);
+    std::size_t j0 = 0;
+    for (std::size_t n : {13u, 5u}) {
+        auto s = random_vec<T>(n * R, unsigned(9 + n), -6, 6);
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < R; ++c) {
+                if ((j + c) % 4 == 1) s[j * R + c] = neg_inf;
+                if (j0 + j >= std::size_t(kend[c])) s[j * R + c] = (j + c) % 2 ? std::numeric_limits<T>::quiet_NaN() : T(1e30);
             }
-            auto t = s;
-            ct::kernels::online_softmax_rows(s.data(), rows, ld, m1.data(), l1.data(), c1.data());
-            for (std::size_t r = 0; r < rows; ++r) c2[r] = ct::kernels::online_softmax_tile(t.data() + r * ld, ld, m2[r], l2[r]);
-            CHECK_CLOSE("probabilities, tile " << tile << " ld " << ld, s.data(), t.data(), rows * ld, kernel_tol<T>);
-            std::size_t max_differs = 0;  // -inf for row 7
-            for (std::size_t r = 0; r < rows; ++r) max_differs += m1[r] != m2[r];
-            CHECK(max_differs == 0);
-            CHECK_CLOSE("running sum", l1.data(), l2.data(), rows, kernel_tol<T>);
-            CHECK_CLOSE("correction", c1.data(), c2.data(), rows, kernel_tol<T>);
+        std::vector<T> want(n * R, T(0));
+        for (std::size_t c = 0; c < R; ++c) {  // the reference: column c's keys below its end as a row
+            std::vector<T> row(n);
+            for (std::size_t j = 0; j < n; ++j) row[j] = j0 + j < std::size_t(kend[c]) ? s[j * R + c] : neg_inf;
+            c2[c] = ct::kernels::online_softmax_tile(row.data(), n, m2[c], l2[c]);
+            for (std::size_t j = 0; j < n; ++j) want[j * R + c] = row[j];
+        }
+        ct::kernels::online_softmax_cols(s.data(), n, R, kend.data(), j0, m1.data(), l1.data(), c1.data());
+        CHECK_CLOSE("probabilities, tile at " << j0, s.data(), want.data(), n * R, kernel_tol<T>);
+        std::size_t max_differs = 0;  // -inf for column 7
+        for (std::size_t c = 0; c < R; ++c) max_differs += m1[c] != m2[c];
+        CHECK(max_differs == 0);
+        CHECK_CLOSE("running sum", l1.data(), l2.data(), R, kernel_tol<T>);
+        CHECK_CLOSE("correction", c1.data(), c2.data(), R, kernel_tol<T>);
+        j0 += n;
+    }
+}
+
+TEST_CASE_TEMPLATE("kernels: vexp_nonpositive (the softmax's exp) vs libm; exact zero below -87, NaN kept", T, float, double) {
+    constexpr std::size_t W = ct::simd::width<T>;
+    std::vector<T> x;
+    for (int i = 0; i <= 20000; ++i) x.push_back(T(-87.0 * i / 20000.0));
+    x.push_back(T(-87.5)), x.push_back(T(-1000)), x.push_back(-std::numeric_limits<T>::infinity());
+    x.push_back(std::numeric_limits<T>::quiet_NaN()), x.push_back(T(1e-6));
+    while (x.size() % W) x.push_back(T(-1));
+    std::vector<T> y(x.size());
+    for (std::size_t i = 0; i < x.size(); i += W)
+        ct::simd::store(y.data() + i, ct::simd::vexp_nonpositive(ct::simd::load(x.data() + i)));
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        if (x[i] != x[i]) {
+            CHECK(y[i] != y[i]);
+        } else if (x[i] < T(-87)) {
+            CHECK(y[i] == T(0));
+        } else {
+            const double want = std::exp(double(x[i]));
+            worst = std::max(worst, std::abs(double(y[i]) - want) / want);
         }
     }
+    INFO("max relative error " << worst << " (" << worst / std::numeric_limits<T>::epsilon() << " eps)");
+    CHECK(worst <= 4 * std::numeric_limits<T>::epsilon());
 }
 
 namespace {
@@ -364,14 +404,14 @@ template <std::size_t Dh, class T> void check_attend_query() {
                         for (std::size_t d = 0; d < Dh; ++d) want[d] += e * double(v[j * ldv + d]);
                     }
                     for (auto& w : want) w = tot > 0 ? w / tot : 0.0;
-                    std::vector<T> got(Dh, T(7)), scores(1024), head(Dh, T(7));
+                    std::vector<T> got(Dh, T(7)), scores(std::max<std::size_t>(1024, ct::attention_scratch_elems(Dh))), head(Dh, T(7));
                     ct::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, got.data(), scores.data(), tile,
                                          scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
                                          ct::dropout_site::self_attn_weights);
                     CHECK_CLOSE("attend_query Dh " << Dh << " S " << S << " ldk " << ldk << " tile " << tile
                                                    << " shift " << shift,
                                 got.data(), want.data(), Dh, kernel_tol<T>);
-                    ct::attend_head(1, S, Dh, q.data(), Dh, kt.data(), ldk, v.data(), ldv, head.data(), Dh,
+                    ct::attend_head(1, S, Dh, q.data(), Dh, ct::keys_ref<T>{kt.data(), ldk, true}, v.data(), ldv, head.data(), Dh,
                                     scores.data(), scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
                                     ct::dropout_site::self_attn_weights);
                     CHECK_CLOSE("attend_query vs attend_head, Dh " << Dh << " S " << S, got.data(), head.data(), Dh,
@@ -379,6 +419,67 @@ template <std::size_t Dh, class T> void check_attend_query() {
                 }
 }
 }  // namespace
+
+namespace {
+// attend_head over Tq rows at positions qpos0.. against a double reference, keys given as rows and
+// as their transpose (the two layouts must agree to rounding). Row blocks past one and partial,
+// key tiles past one (online-softmax corrections), causal rows that end inside a tile, rows with
+// every key blocked (shift), NaN and inf in keys and values that are blocked for every row.
+template <std::size_t Dh, class T> void check_attend_head() {
+    for (std::size_t Tq : {2u, 16u, 21u, 40u})
+        for (std::size_t S : {1u, 9u, 16u, 70u, 130u})
+            for (long shift : {0L, -3L, 200L}) {
+                const std::size_t ldq = Dh + 1, ldk = Dh + 3, ldkt = S + 2, ldv = Dh + 2, qpos0 = S > Tq ? S - Tq : 0;
+                auto q = random_vec<T>(Tq * ldq, 3), k = random_vec<T>(S * ldk, 4), v = random_vec<T>(S * ldv, 5);
+                test_key_mask mask;
+                mask.shift = shift;
+                // keys past every row's end hold NaN and inf: no output may see them
+                const std::size_t kmax = mask.key_end(0, qpos0 + Tq - 1, S);
+                for (std::size_t j = kmax; j < S; ++j) k[j * ldk] = j % 2 ? std::numeric_limits<T>::quiet_NaN() : T(INFINITY), v[j * ldv + 1] = T(NAN);
+                std::vector<T> kt(Dh * ldkt);
+                for (std::size_t j = 0; j < S; ++j)
+                    for (std::size_t d = 0; d < Dh; ++d) kt[d * ldkt + j] = k[j * ldk + d];
+                const T scale = T(1) / std::sqrt(T(Dh));
+                std::vector<double> want(Tq * Dh, 0.0);
+                for (std::size_t i = 0; i < Tq; ++i) {
+                    const std::size_t kend = mask.key_end(0, qpos0 + i, S);
+                    std::vector<T> sc(S);
+                    for (std::size_t j = 0; j < kend; ++j) {
+                        double x = 0;
+                        for (std::size_t d = 0; d < Dh; ++d) x += double(q[i * ldq + d]) * double(k[j * ldk + d]);
+                        sc[j] = T(x * double(scale));
+                    }
+                    mask.apply(ct::mask_row{0, 0, 1, qpos0 + i}, sc.data(), 0, kend);
+                    double mx = -INFINITY, tot = 0;
+                    for (std::size_t j = 0; j < kend; ++j) mx = std::max(mx, double(sc[j]));
+                    for (std::size_t j = 0; j < kend && mx > -INFINITY; ++j) {
+                        const double e = std::exp(double(sc[j]) - mx);
+                        tot += e;
+                        for (std::size_t d = 0; d < Dh; ++d) want[i * Dh + d] += e * double(v[j * ldv + d]);
+                    }
+                    for (std::size_t d = 0; d < Dh; ++d) want[i * Dh + d] = tot > 0 ? want[i * Dh + d] / tot : 0.0;
+                }
+                std::vector<T> scratch(ct::attention_scratch_elems(Dh));
+                for (bool transposed : {false, true}) {
+                    std::vector<T> got(Tq * Dh, T(7)), lse(Tq);
+                    const ct::keys_ref<T> keys = transposed ? ct::keys_ref<T>{kt.data(), ldkt, true} : ct::keys_ref<T>{k.data(), ldk, false};
+                    ct::attend_head(Tq, S, Dh, q.data(), ldq, keys, v.data(), ldv, got.data(), Dh, scratch.data(), scale,
+                                    mask, ct::head_ref{0, 0, 1}, qpos0, ct::no_dropout{}, ct::dropout_site::self_attn_weights,
+                                    lse.data());
+                    CHECK_CLOSE("attend_head Dh " << Dh << " Tq " << Tq << " S " << S << " shift " << shift
+                                                  << (transposed ? " keys transposed" : " keys as rows"),
+                                got.data(), want.data(), Tq * Dh, kernel_tol<T> * 4);
+                }
+            }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("kernels: attention heads (row blocks, key tiles, both key layouts) vs scalar reference", T, float, double) {
+    check_attend_head<5, T>();
+    check_attend_head<16, T>();
+    check_attend_head<32, T>();
+    check_attend_head<72, T>();
+}
 
 TEST_CASE_TEMPLATE("kernels: one-query attention (decoding step) vs scalar reference", T, float, double) {
     // Head sizes below, at and past the vector width and the 8-vector register block; keys past

@@ -313,10 +313,10 @@ template <class Cfg> struct Layer {
                     for (std::size_t i = 0; i < B * S * D; ++i) acts->mem[i] = mem[i];
                 }
             Attn::project_memory(p, mem, B * S, kv_mem, ws.pack);
-            run_rows(p, ws, B, Tq, x, y, self_src{ws.kt, Tq}, typename Attn::transient_cross{ws.kt, kv_mem, S, Tq}, sm,
+            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{kv_mem, S, Tq}, sm,
                      cm, drop, acts);
         } else {
-            run_rows(p, ws, B, Tq, x, y, self_src{ws.kt, Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
+            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
         }
     }
 

@@ -31,8 +31,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
     alignas(64) T normed[pre_norm ? M * D : 1];
     alignas(64) T hidden[M * F];
-    alignas(64) T kt[Dh * Smax];                                     // one head's keys, transposed
-    alignas(64) T scores[attention_row_block * attention_key_tile];  // one score tile
+    alignas(64) T scores[attention_scratch_elems(Dh)];  // one score tile and a block's queries
     alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
 };
 
@@ -51,7 +50,8 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     alignas(64) T dbranch[M * D];  // a branch's output gradient through its output dropout
     alignas(64) T din[M * D];     // a branch's input gradient (pre-norm: before its norm)
     alignas(64) T input[M * D];   // a branch's input, recomputed from the saved norm input
-    alignas(64) T vt[Dh * Smax];  // one head's values, transposed
+    alignas(64) T kt[Dh * Smax];  // one head's keys and values, transposed
+    alignas(64) T vt[Dh * Smax];
     alignas(64) T tiles[attention_backward_tile_elems];
     // the backward's GEMMs pack more of a than the forward's; the forward's pack serves when as large
     alignas(64) T extra_pack[train_pack_elems > pack_elems ? train_pack_elems : 1];
@@ -61,7 +61,7 @@ template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
     static_assert(B > 0 && Chunk > 0, "ctformer: batch and chunk must be non-zero");
     using T = typename Cfg::value_type;
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
-    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim, Dh = Cfg::head_dim;
     static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
     // Staging for fill_cross_cache: projected memory rows, a block at a time.
     static constexpr std::size_t fill_rows = 16;
@@ -72,7 +72,7 @@ template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
     alignas(64) T branch[M * D];
     alignas(64) T normed[pre_norm ? M * D : 1];
     alignas(64) T hidden[M * F];
-    alignas(64) T scores[attention_row_block * attention_key_tile];
+    alignas(64) T scores[attention_scratch_elems(Dh)];
     alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
     alignas(64) T pack[pack_elems];
 };

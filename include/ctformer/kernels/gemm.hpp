@@ -32,17 +32,27 @@ namespace detail {
 #pragma GCC diagnostic ignored "-Warray-bounds"
 #endif
 
+// How a is laid out: rows: row-major (M, K) at lda; cols: transposed, stored (K, M) at lda (a
+// weight gradient's Xᵀ, attention's keys read from kᵀ and probabilities from their transposed
+// tile); packed: a block packed by pack_a (k-major, MR rows per k; the micro-kernel's input only).
+enum class a_layout { rows, cols, packed };
+// a[r, k] is at a[r * a_row_stride + k * a_k_stride].
+template <class T, a_layout AL> constexpr std::size_t a_row_stride(std::size_t lda) { return AL == a_layout::rows ? lda : 1; }
+template <class T, a_layout AL> constexpr std::size_t a_k_stride(std::size_t lda) {
+    return AL == a_layout::rows ? 1 : AL == a_layout::packed ? gemm_tile<T>::MR : lda;
+}
+
 // One register tile: c[0..R, 0..V*W) (+)= a[0..R, k0..k1) · b[k0..k1, 0..V*W).
 // from_c: start from c's values instead of zero (a later K block, or a residual already in c);
 // bias (null for none) is added at the start; last: apply act before storing.
-// PackedA: a is a packed block (k-major, MR rows per k), else row-major at lda; PackedB: b is a
-// panel (k-major, NR columns per k), else row-major at ldb. Packed strides are compile-time constants.
-template <class T, std::size_t R, std::size_t V, bool PackedA, bool PackedB, class Act>
+// a in layout AL; PackedB: b is a panel (k-major, NR columns per k), else row-major at ldb.
+// Packed strides are compile-time constants.
+template <class T, std::size_t R, std::size_t V, a_layout AL, bool PackedB, class Act>
 inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b, std::size_t ldb_, T* c,
                        std::size_t ldc, const T* bias, bool from_c, bool last, const Act& act) {
     constexpr std::size_t W = simd::width<T>;
     using vt = simd::vec<T>;
-    const std::size_t a_row = PackedA ? 1 : lda_, a_k = PackedA ? gemm_tile<T>::MR : 1,
+    const std::size_t a_row = a_row_stride<T, AL>(lda_), a_k = a_k_stride<T, AL>(lda_),
                       ldb = PackedB ? gemm_tile<T>::NR : ldb_;
     // The accumulators must stay in registers: the r/v loops are unrolled explicitly because
     // GCC's -O2 does not fully unroll them (measured: 30 vs 79 GFLOP/s on AVX2).
@@ -86,19 +96,19 @@ template <class T> constexpr std::size_t balanced_rows(std::size_t left) {
 
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
 // Compact kernels: a whole tile, or the rows one by one.
-template <class T, std::size_t V, bool PackedA, bool PackedB, class Act, std::size_t... Rs>
+template <class T, std::size_t V, a_layout AL, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                        const Act& act) {
     constexpr std::size_t MR = sizeof...(Rs);
     if constexpr (gemm_tile<T>::compact) {
-        if (rows == MR) return micro_tile<T, MR, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act);
-        const std::size_t a_row = PackedA ? 1 : lda;
+        if (rows == MR) return micro_tile<T, MR, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act);
         for (std::size_t r = 0; r < rows; ++r)
-            micro_tile<T, 1, V, PackedA, PackedB>(kc, a + r * a_row, lda, b, ldb, c + r * ldc, ldc, bias, from_c, last, act);
+            micro_tile<T, 1, V, AL, PackedB>(kc, a + r * a_row_stride<T, AL>(lda), lda, b, ldb, c + r * ldc, ldc, bias,
+                                             from_c, last, act);
     } else {
         ((rows == Rs + 1
-              ? (micro_tile<T, Rs + 1, V, PackedA, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
+              ? (micro_tile<T, Rs + 1, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
               : 0),
          ...);
     }
@@ -108,17 +118,19 @@ inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t
 #pragma GCC diagnostic pop
 #endif
 
-// Columns narrower than one vector: plain scalar dot products. Also the scalar reference of both
-// entry points, and all of them in a constant expression (xsimd is not constexpr).
-template <class T, class Act>
+// Columns narrower than one vector: plain scalar dot products. Also the scalar reference of every
+// entry point, and all of them in a constant expression (xsimd is not constexpr). a in layout AL
+// (rows or cols).
+template <a_layout AL = a_layout::rows, class T, class Act>
 constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                         const Act& act) {
+    const std::size_t a_row = a_row_stride<T, AL>(lda), a_k = a_k_stride<T, AL>(lda);
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t j = 0; j < cols; ++j) {
             T s = from_c ? c[r * ldc + j] : T(0);
             if (bias) s += bias[j];
-            for (std::size_t k = 0; k < kc; ++k) s += a[r * lda + k] * b[k * ldb + j];
+            for (std::size_t k = 0; k < kc; ++k) s += a[r * a_row + k * a_k] * b[k * ldb + j];
             c[r * ldc + j] = last ? static_cast<T>(act(s)) : s;
         }
 }
@@ -173,11 +185,9 @@ inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a
         for (std::size_t m = 0; m < M; ++m) map_inplace(c + m * ldc, N, act);
 }
 
-// Operand layouts of the packed path. a: row-major (M, K) at lda, or transposed (stored (K, M) at
-// lda: a weight gradient's Xᵀ). b: row-major (K, N) at ldb; a weight in panel layout (K, N); or
+// Operand layouts of the packed path. b: row-major (K, N) at ldb; a weight in panel layout (K, N); or
 // the transpose of a panel-layout (N, K) matrix (dX = dY · W with W stored as Wᵀ panels). c:
 // row-major (M, N) at ldc, or panel layout (M, N) (a weight gradient stored like its weight).
-enum class a_layout { rows, cols };
 enum class b_layout { rows, panels, panels_t };
 enum class c_layout { rows, panels };
 
@@ -356,10 +366,10 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t j = 0; j < NR; ++j) edge[r * NR + j] = j < ncols ? cm[r * ldc + j] : T(0);
                 if (packed_a)
-                    micro_rows<T, NV, true, true>(rows, std::make_index_sequence<MR>{}, kc, ap + (m0 - mb) * kc, 0, panel,
+                    micro_rows<T, NV, a_layout::packed, true>(rows, std::make_index_sequence<MR>{}, kc, ap + (m0 - mb) * kc, 0, panel,
                                                   0, dst, ldd, bias_n, from_c, last, act);
                 else if constexpr (AL == a_layout::rows)
-                    micro_rows<T, NV, false, true>(rows, std::make_index_sequence<MR>{}, kc, a + m0 * lda + k0, lda,
+                    micro_rows<T, NV, a_layout::rows, true>(rows, std::make_index_sequence<MR>{}, kc, a + m0 * lda + k0, lda,
                                                    panel, 0, dst, ldd, bias_n, from_c, last, act);
                 if (!whole)
                     for (std::size_t r = 0; r < rows; ++r)
@@ -450,6 +460,42 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
     }
 }
 
+// Unpacked: register tiles over a (layout AL) and b (row-major) where they are, K in KC blocks;
+// columns past the last whole vector as scalar dot products.
+template <a_layout AL, class T, class Act>
+inline void gemm_in_place(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                          std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
+    using tile = gemm_tile<T>;
+    constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
+    const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC, a_row = a_row_stride<T, AL>(lda), a_k = a_k_stride<T, AL>(lda);
+    for (std::size_t n0 = 0; n0 < N; n0 += NR) {
+        const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
+        for (std::size_t kb = 0; kb < kblocks; ++kb) {
+            const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
+            const bool from_c = kb > 0 || accumulate, last = kb + 1 == kblocks;
+            const T* bk = b + k0 * ldb + n0;
+            const T* bias_n = bias && kb == 0 ? bias + n0 : nullptr;
+            for (std::size_t m0 = 0, rows = 0; m0 < M; m0 += rows) {
+                rows = balanced_rows<T>(M - m0);
+                const T* am = a + m0 * a_row + k0 * a_k;
+                T* cm = c + m0 * ldc + n0;
+                std::size_t j = 0;
+                if (ncols == NR) {
+                    micro_rows<T, NV, AL, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc, bias_n,
+                                                 from_c, last, act);
+                    j = NR;
+                }
+                for (; j + W <= ncols && W > 1; j += W)
+                    micro_rows<T, 1, AL, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j, ldc,
+                                                bias_n ? bias_n + j : nullptr, from_c, last, act);
+                if (j < ncols)
+                    scalar_cols<AL>(rows, ncols - j, kc, am, lda, bk + j, ldb, cm + j, ldc, bias_n ? bias_n + j : nullptr,
+                                    from_c, last, act);
+            }
+        }
+    }
+}
+
 #undef CTFORMER_UNROLL_K
 }  // namespace detail
 
@@ -481,7 +527,6 @@ constexpr void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std
                     std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
                     T* pack = nullptr, bool accumulate = false) {
     using tile = gemm_tile<T>;
-    constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
     if (simd::constant_evaluated())
         return detail::scalar_cols(M, N, K, a, lda, b, ldb, c, ldc, bias, accumulate, true, act);
@@ -489,33 +534,20 @@ constexpr void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std
     if (pack != nullptr && !tile::compact)  // (compact kernels read b in place: no caches to feed)
         return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::rows, detail::c_layout::rows>(
             M, N, K, a, lda, b, ldb, c, ldc, bias, act, pack, accumulate);
-    const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
-    for (std::size_t n0 = 0; n0 < N; n0 += NR) {
-        const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
-        for (std::size_t kb = 0; kb < kblocks; ++kb) {
-            const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
-            const bool from_c = kb > 0 || accumulate, last = kb + 1 == kblocks;
-            const T* bk = b + k0 * ldb + n0;
-            const T* bias_n = bias && kb == 0 ? bias + n0 : nullptr;
-            for (std::size_t m0 = 0, rows = 0; m0 < M; m0 += rows) {
-                rows = detail::balanced_rows<T>(M - m0);
-                const T* am = a + m0 * lda + k0;
-                T* cm = c + m0 * ldc + n0;
-                std::size_t j = 0;
-                if (ncols == NR) {
-                    detail::micro_rows<T, NV, false, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk, ldb, cm, ldc,
-                                              bias_n, from_c, last, act);
-                    j = NR;
-                }
-                for (; j + W <= ncols && W > 1; j += W)
-                    detail::micro_rows<T, 1, false, false>(rows, std::make_index_sequence<MR>{}, kc, am, lda, bk + j, ldb, cm + j,
-                                             ldc, bias_n ? bias_n + j : nullptr, from_c, last, act);
-                if (j < ncols)
-                    detail::scalar_cols(rows, ncols - j, kc, am, lda, bk + j, ldb, cm + j, ldc,
-                                        bias_n ? bias_n + j : nullptr, from_c, last, act);
-            }
-        }
-    }
+    detail::gemm_in_place<detail::a_layout::rows>(M, N, K, a, lda, b, ldb, c, ldc, bias, act, accumulate);
+}
+
+// c: (M, N) (+)= aᵀ · b with a stored transposed, (K, M) at lda, and b: (K, N) row-major at ldb,
+// both read where they are (operands that sit in L1: attention's key and probability tiles).
+template <class T>
+constexpr void gemm_tn(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b, std::size_t ldb,
+                       T* c, std::size_t ldc, bool accumulate) {
+    if (M == 0 || N == 0) return;
+    if (simd::constant_evaluated())
+        return detail::scalar_cols<detail::a_layout::cols>(M, N, K, a, lda, b, ldb, c, ldc, static_cast<const T*>(nullptr),
+                                                           accumulate, true, identity_op{});
+    detail::gemm_in_place<detail::a_layout::cols>(M, N, K, a, lda, b, ldb, c, ldc, static_cast<const T*>(nullptr),
+                                                  identity_op{}, accumulate);
 }
 
 // c: (M, N) = a: (M, K) · b: (K, N) + bias: (N) (bias may be null), then c = act(c), with b in

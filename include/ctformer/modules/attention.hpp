@@ -21,11 +21,10 @@ template <class Cfg> struct attention {
     static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
     // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
-    // The full forward projects them and transposes keys into scratch; the step appends them to
-    // a KVCache and reads the cache. Everything else in the pipeline is shared.
+    // The full forward reads its projections where they are; the step appends them to a KVCache
+    // and reads the cache (keys transposed). Everything else in the pipeline is shared.
     struct kv_view {
-        const T* kt;  // keys transposed: (Dh, keys) at stride ldk
-        std::size_t ldk;
+        keys_ref<T> k;
         const T* v;  // values: (keys, Dh) at stride ldv
         std::size_t ldv;
         std::size_t keys;   // number of keys visible to this call
@@ -34,22 +33,18 @@ template <class Cfg> struct attention {
     };
     // Forward, self-attention: keys of the Tq rows themselves.
     struct transient_self {
-        T* kt;
         std::size_t Tq;
         constexpr kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
-            kernels::transpose(Tq, Dh, k, ld, kt, Tq);  // kt: (Dh, Tq)
-            return {kt, Tq, v, ld, Tq, Tq, 0};
+            return {{k, ld, false}, v, ld, Tq, Tq, 0};
         }
     };
     // Forward, cross-attention: keys/values of the memory rows, projected once per call.
     struct transient_cross {
-        T* kt;
         const T* kv_mem;  // (B*S, 2D): k | v per memory row
         std::size_t S, Tq;
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * 2 * D + h * Dh;
-            kernels::transpose(S, Dh, kv, 2 * D, kt, S);  // kt: (Dh, S)
-            return {kt, S, kv + D, 2 * D, S, Tq, 0};
+            return {{kv, 2 * D, false}, kv + D, 2 * D, S, Tq, 0};
         }
     };
     // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
@@ -59,7 +54,7 @@ template <class Cfg> struct attention {
         const std::array<std::size_t, Cache::batch>& count;
         constexpr kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
             for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
-            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
+            return {{cache.keys_t(b, h), Cache::capacity, true}, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
                     pos0[b]};
         }
     };
@@ -69,7 +64,7 @@ template <class Cfg> struct attention {
         const std::array<std::size_t, B>& pos0;
         const std::array<std::size_t, B>& count;
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
-            return {cache.keys_t(b, h), Cache::capacity, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
+            return {{cache.keys_t(b, h), Cache::capacity, true}, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
         }
     };
     struct no_source {};
@@ -104,7 +99,7 @@ template <class Cfg> struct attention {
             for (std::size_t h = 0; h < H; ++h) {
                 const T* base = bf.qkv + b * Tq * 3 * D + h * Dh;
                 const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
-                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.kt, kv.ldk, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
+                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.k, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
                            bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights,
                            bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }
@@ -129,7 +124,7 @@ template <class Cfg> struct attention {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
                 const kv_view kv = src(b, h);
-                attend<Dh>(kv.rows, kv.keys, bf.qkv + b * Tq * D + h * Dh, D, kv.kt, kv.ldk, kv.v, kv.ldv,
+                attend<Dh>(kv.rows, kv.keys, bf.qkv + b * Tq * D + h * Dh, D, kv.k, kv.v, kv.ldv,
                            bf.ctx + b * Tq * D + h * Dh, D, bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                            dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }

@@ -18,89 +18,125 @@
 
 namespace ctformer {
 
-// Query rows per block, and keys per tile: attention runs over (16 x 64) score tiles with an online
-// softmax, so its scratch does not grow with the sequence and causal tiles past a block's last
-// query are never computed.
+// Query rows per block, and keys per tile: attention runs over (64 keys x 16 query rows) score
+// tiles with an online softmax, so its scratch does not grow with the sequence and causal tiles
+// past a block's last query are never computed.
 inline constexpr std::size_t attention_row_block = 16;
 inline constexpr std::size_t attention_key_tile = 64;
+// Scratch of attend / attend_head, in elements: one score tile and a row block's queries.
+inline constexpr std::size_t attention_scratch_elems(std::size_t Dh) {
+    return attention_row_block * (attention_key_tile + Dh);
+}
 
 struct head_ref {
     std::size_t b, h, heads;
 };
 
-// out: (rows, Dh) at ldo += p: (rows, n) at ldp · v: (n, Dh) at ldv, skipping every zero
-// probability: the exact path when some value is not finite, where a blocked key (p = 0) must
-// contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
+// A head's keys: rows (keys, Dh) at stride ld (the forward's projections, read where they are), or
+// transposed, (Dh, keys) at stride ld (a KV cache, where a step's scores are a GEMV along the keys).
+template <class T> struct keys_ref {
+    const T* p;
+    std::size_t ld;
+    bool transposed;
+};
+
+// out: (rows, Dh) at ldo += p · v: (n, Dh) at ldv with p[r, j] at p[r * pr + j * pj], skipping
+// every zero probability: the exact path when some value is not finite, where a blocked key
+// (p = 0) must contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
 template <class T>
-constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t ldp,
-                                  const T* v, std::size_t ldv, T* out, std::size_t ldo) {
+constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t pr,
+                                     std::size_t pj, const T* v, std::size_t ldv, T* out, std::size_t ldo) {
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t j = 0; j < n; ++j)
-            if (const T pj = p[r * ldp + j]; pj != T(0)) kernels::axpy(out + r * ldo, v + j * ldv, pj, Dh);
+            if (const T x = p[r * pr + j * pj]; x != T(0)) kernels::axpy(out + r * ldo, v + j * ldv, x, Dh);
 }
 
-// q: (Tq, Dh) rows at stride ldq, positions qpos0.. ; kt: (Dh, S) at stride ldk; v: (S, Dh) at
-// stride ldv -> out: (Tq, Dh) at stride ldo.
-// out = softmax(q·kt · scale + mask) · v, per row; a row whose keys are all blocked gives zeros.
+namespace detail {
+// f(row) on column c of a (n, ld) tile gathered into a row (the mask and dropout hooks take rows).
+template <class T, class F> constexpr void on_column(T* col, std::size_t n, std::size_t ld, F f) {
+    T row[attention_key_tile];
+    for (std::size_t j = 0; j < n; ++j) row[j] = col[j * ld];
+    f(row);
+    for (std::size_t j = 0; j < n; ++j) col[j * ld] = row[j];
+}
+// qt: (Dh, R) = the block's query rows q: (rows, Dh) at ldq, transposed and scaled; columns past
+// rows are zero (padding lanes: their scores are finite, and blocked).
+template <class T>
+constexpr void load_queries(std::size_t rows, std::size_t Dh, const T* q, std::size_t ldq, T scale, T* qt, std::size_t R) {
+    kernels::transpose(rows, Dh, q, ldq, qt, R);
+    for (std::size_t d = 0; d < Dh; ++d)
+        for (std::size_t r = rows; r < R; ++r) qt[d * R + r] = T(0);
+    kernels::map_inplace(qt, Dh * R, [scale](const auto& x) { return x * scale; });
+}
+}  // namespace detail
+
+// q: (Tq, Dh) rows at stride ldq, positions qpos0.. ; k: S keys (keys_ref); v: (S, Dh) at stride
+// ldv -> out: (Tq, Dh) at stride ldo.
+// out = softmax(q·scale·kᵀ + mask) · v, per row; a row whose keys are all blocked gives zeros.
 // A blocked key never contributes, whatever its key and value hold (NaN and inf included).
-// Scratch: scores (attention_row_block x attention_key_tile).
+// Scratch: attention_scratch_elems(Dh).
 // Dropout (training) is applied to the probabilities (dropping before normalizing is the same).
 // lse (optional): (Tq) the log-sum-exp of each row's scores (-inf for a fully blocked row).
+//
+// The scores are computed transposed, keys down and a block's query rows across (qt: the block's
+// queries transposed and scaled, as PyTorch scales q before the product): the softmax's running
+// maximum and sum are then vertical vector operations over the rows, however few the keys, and the
+// tile (n, rows) is already the k-major operand of the value product (gemm_tn). Key ends are held
+// as T to be compared in vectors (exact below 2^24 keys in float).
 template <class T, class Mask, class Drop>
-constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, const T* kt,
-                        std::size_t ldk, const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scores,
+constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, keys_ref<T> k,
+                        const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scratch,
                         T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
                         dropout_site site, T* lse = nullptr) {
-    constexpr std::size_t RB = attention_row_block, KT = attention_key_tile, W = simd::width<T>;
-    static_assert(KT % W == 0, "ctformer: the key tile must be a whole number of vectors");
+    constexpr std::size_t R = attention_row_block, KT = attention_key_tile;
+    static_assert(R % simd::width<T> == 0, "ctformer: the row block must be a whole number of vectors");
+    T* const st = scratch;           // (n, R): a key tile's scores, then probabilities
+    T* const qt = scratch + KT * R;  // (Dh, R): the block's queries, transposed and scaled
     const bool v_finite = kernels::all_finite(v, S, Dh, ldv);
-    for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
-        const std::size_t rows = Tq - i0 < RB ? Tq - i0 : RB;
-        std::size_t kend[RB], kend_block = 0;  // keys each row / the block needs
-        T m[RB], l[RB], corr[RB];
-        for (std::size_t r = 0; r < rows; ++r) {
-            kend[r] = mask.key_end(hr.b, qpos0 + i0 + r, S);
-            kend_block = kend[r] > kend_block ? kend[r] : kend_block;
+    for (std::size_t i0 = 0; i0 < Tq; i0 += R) {
+        const std::size_t rows = Tq - i0 < R ? Tq - i0 : R;
+        std::size_t kend_block = 0;
+        alignas(64) T kend[R], m[R], l[R], corr[R];  // kend: keys each row needs (padding rows: none)
+        for (std::size_t r = 0; r < R; ++r) {
+            const std::size_t e = r < rows ? mask.key_end(hr.b, qpos0 + i0 + r, S) : 0;
+            kend_block = e > kend_block ? e : kend_block;
+            kend[r] = T(e);
             m[r] = -std::numeric_limits<T>::infinity();
             l[r] = T(0);
         }
+        detail::load_queries(rows, Dh, q + i0 * ldq, ldq, scale, qt, R);
         // out is written by the first tile's value product (a row whose keys are all blocked gets
-        // p = 0 there); zeroed first only where nothing or the skipping path writes it. (Zeroing it
-        // element by element before the GEMM's vector loads cost 10% of a 32 x 32 head: stores
-        // that cannot forward to those loads.)
+        // p = 0 there); zeroed first only where nothing or the skipping path writes it.
         if (kend_block == 0 || !v_finite)
             for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t d = 0; d < Dh; ++d) out[(i0 + r) * ldo + d] = T(0);
         for (std::size_t j0 = 0; j0 < kend_block; j0 += KT) {
             const std::size_t n = kend_block - j0 < KT ? kend_block - j0 : KT;
-            // score rows are padded to whole vectors with blocked scores: the softmax then has no
-            // scalar tail (a scalar exp costs as much as a vector one)
-            const std::size_t ld = simd::whole_vectors<T>(n);
-            // scores: (rows, n) at stride ld = q_block: (rows, Dh) · kt[:, j0:j0+n]: (Dh, n), then · scale
-            // (a separate pass: a second GEMM instantiation with the scale in its epilogue got inlined
-            // here and ran 25% slower at head_dim 64)
-            kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, ldk, scores, ld);
-            for (std::size_t r = 0; r < rows; ++r) {
-                T* row = scores + r * ld;
-                const std::size_t valid = kend[r] > j0 ? (kend[r] - j0 < n ? kend[r] - j0 : n) : 0;
-                kernels::map_inplace(row, n, [scale](const auto& x) { return x * scale; });
-                if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos0 + i0 + r}, row, j0, valid);
-                kernels::block_tail(row, valid, ld);
-            }
-            kernels::online_softmax_rows(scores, rows, ld, m, l, corr);  // the block's rows together
+            // st: (n, R) = k[j0:j0+n]: (n, Dh) · qt: (Dh, R)
+            if (k.transposed) kernels::gemm_tn(n, R, Dh, k.p + j0, k.ld, qt, R, st, R, false);
+            else kernels::gemm(n, R, Dh, k.p + j0 * k.ld, k.ld, qt, R, st, R);
+            if constexpr (Mask::has_apply)
+                for (std::size_t r = 0; r < rows; ++r) {
+                    const std::size_t e = std::size_t(kend[r]), valid = e > j0 ? (e - j0 < n ? e - j0 : n) : 0;
+                    detail::on_column(st + r, n, R, [&](T* row) {
+                        mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos0 + i0 + r}, row, j0, valid);
+                    });
+                }
+            kernels::online_softmax_cols(st, n, R, kend, j0, m, l, corr);
             for (std::size_t r = 0; r < rows; ++r) {
                 const T c = corr[r];
                 if (c != T(1) && j0 > 0)  // before the first tile out is still zero
                     kernels::map_inplace(out + (i0 + r) * ldo, Dh, [c](const auto& x) { return x * c; });
                 if constexpr (Drop::enabled)
-                    drop.apply(scores + r * ld, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | (qpos0 + i0 + r), j0);
+                    detail::on_column(st + r, n, R, [&](T* row) {
+                        drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | (qpos0 + i0 + r), j0);
+                    });
             }
-            // out_block (+)= p: (rows, n) · v[j0:j0+n]: (n, Dh), accumulated in the GEMM's epilogue
+            // out_block (+)= p: (rows, n) · v[j0:j0+n]: (n, Dh), p read from st as its transpose
             if (v_finite)
-                kernels::gemm(rows, Dh, n, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo,
-                              static_cast<const T*>(nullptr), kernels::identity_op{}, static_cast<T*>(nullptr), j0 > 0);
+                kernels::gemm_tn(rows, Dh, n, st, R, v + j0 * ldv, ldv, out + i0 * ldo, ldo, j0 > 0);
             else
-                values_skipping_zeros(rows, n, Dh, scores, ld, v + j0 * ldv, ldv, out + i0 * ldo, ldo);
+                values_skipping_zeros(rows, n, Dh, st, 1, R, v + j0 * ldv, ldv, out + i0 * ldo, ldo);
         }
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
@@ -109,8 +145,6 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
         }
     }
 }
-
-
 
 // One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
 // at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
@@ -139,7 +173,7 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
             kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
         } else {
             kernels::map_inplace(out, Dh, [correction](const auto& x) { return x * correction; });
-            values_skipping_zeros(1, n, Dh, scores, ns, v + j0 * ldv, ldv, out, Dh);
+            values_skipping_zeros(1, n, Dh, scores, ns, 1, v + j0 * ldv, ldv, out, Dh);
         }
     }
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
@@ -147,20 +181,20 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
     if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
 }
 
-// attend_head, or attend_query when there is one query row.
+// attend_head, or attend_query for one query row over transposed keys (a decoding step).
 template <std::size_t Dh, class T, class Mask, class Drop>
-constexpr void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, const T* kt, std::size_t ldk, const T* v,
+constexpr void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, keys_ref<T> k, const T* v,
                    std::size_t ldv, T* out, std::size_t ldo, T* scores, T scale, const Mask& mask, head_ref hr,
                    std::size_t qpos0, const Drop& drop, dropout_site site, T* lse = nullptr) {
-    if (Tq == 1)
-        attend_query<Dh>(S, q, kt, ldk, v, ldv, out, scores, attention_row_block * attention_key_tile, scale, mask, hr,
+    if (Tq == 1 && k.transposed)
+        attend_query<Dh>(S, q, k.p, k.ld, v, ldv, out, scores, attention_row_block * attention_key_tile, scale, mask, hr,
                          qpos0, drop, site, lse);
     else
-        attend_head(Tq, S, Dh, q, ldq, kt, ldk, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site, lse);
+        attend_head(Tq, S, Dh, q, ldq, k, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site, lse);
 }
 
-// Scratch of attend_head_backward, in elements: three (row block x key tile) tiles.
-inline constexpr std::size_t attention_backward_tile_elems = 3 * attention_row_block * attention_key_tile;
+// Scratch of attend_head_backward, in elements: two (row block x key tile) tiles.
+inline constexpr std::size_t attention_backward_tile_elems = 2 * attention_row_block * attention_key_tile;
 
 // The backward of attend_head (FlashAttention-2's, by recomputation). Inputs are the forward's:
 // q: (Tq, Dh) at ldq, k: (S, Dh) at ldk, v: (S, Dh) at ldv (rows, as projected), o: (Tq, Dh) at
@@ -183,7 +217,6 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
     using kernels::identity_op;
     T* const p = tiles;             // (rows, ld): probabilities, then dropped probabilities
     T* const ds = tiles + RB * KT;  // (rows, ld): dP, then dS
-    T* const tt = ds + RB * KT;     // (n, RB): a transposed tile
     kernels::transpose(S, Dh, k, ldk, kt, S);  // kt, vt: (Dh, S)
     kernels::transpose(S, Dh, v, ldv, vt, S);
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
@@ -214,22 +247,18 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
                     for (std::size_t j = 0; j < ld; ++j) pr[j] = dr[j] = T(0);
                     continue;
                 }
-                kernels::map_inplace(pr, ld, [lr](const auto& x) { return simd::vexp(x - std::remove_cvref_t<decltype(x)>(lr)); });
+                kernels::map_inplace(pr, ld, [lr](const auto& x) { return simd::vexp_nonpositive(x - std::remove_cvref_t<decltype(x)>(lr)); });
                 if constexpr (Drop::enabled) drop.apply(dr, n, site, drop_row, j0);
                 kernels::softmax_backward(dr, pr, n, di[r], scale);
                 if constexpr (Drop::enabled) drop.apply(pr, n, site, drop_row, j0);
             }
-            // dv[tile] += drop(P)ᵀ: (n, rows) · d_o_block: (rows, Dh)
-            kernels::transpose(rows, n, p, ld, tt, RB);
-            kernels::gemm(n, Dh, rows, tt, RB, d_o + i0 * lddo, lddo, dv + j0 * lddv, lddv, static_cast<const T*>(nullptr),
-                          identity_op{}, static_cast<T*>(nullptr), true);
+            // dv[tile] += drop(P)ᵀ: (n, rows) · d_o_block: (rows, Dh)   (P read as its transpose)
+            kernels::gemm_tn(n, Dh, rows, p, ld, d_o + i0 * lddo, lddo, dv + j0 * lddv, lddv, true);
             // dq_block += dS: (rows, n) · k[tile]: (n, Dh)
             kernels::gemm(rows, Dh, n, ds, ld, k + j0 * ldk, ldk, dq + i0 * lddq, lddq, static_cast<const T*>(nullptr),
                           identity_op{}, static_cast<T*>(nullptr), true);
             // dk[tile] += dSᵀ: (n, rows) · q_block: (rows, Dh)
-            kernels::transpose(rows, n, ds, ld, tt, RB);
-            kernels::gemm(n, Dh, rows, tt, RB, q + i0 * ldq, ldq, dk + j0 * lddk, lddk, static_cast<const T*>(nullptr),
-                          identity_op{}, static_cast<T*>(nullptr), true);
+            kernels::gemm_tn(n, Dh, rows, ds, ld, q + i0 * ldq, ldq, dk + j0 * lddk, lddk, true);
         }
     }
 }
