@@ -142,12 +142,19 @@ TEST_CASE_TEMPLATE("kernels: the backward's GEMMs (weight and input gradients) v
             const std::size_t rows = sh[0], cols = sh[1], ldx = cols + 3, ldy = rows + 2;
             const auto x = random_vec<T>(rows * ldx, 11);
             std::vector<T> y(cols * ldy, T(-7));
+            std::vector<T> ys(cols * ldy, T(-7));
+            const T scale = T(0.3);  // the scaled transpose: one rounded product per element, on both paths
             ct::kernels::transpose(rows, cols, x.data(), ldx, y.data(), ldy);
+            ct::kernels::transpose_scaled(rows, cols, x.data(), ldx, ys.data(), ldy, scale);
+            std::size_t wrong = 0, wrong_scaled = 0;
             for (std::size_t c = 0; c < cols; ++c)
                 for (std::size_t r = 0; r < ldy; ++r) {
-                    INFO("transpose " << rows << "x" << cols << " (" << r << ", " << c << ")");
-                    CHECK(y[c * ldy + r] == (r < rows ? x[r * ldx + c] : T(-7)));
+                    wrong += y[c * ldy + r] != (r < rows ? x[r * ldx + c] : T(-7));
+                    wrong_scaled += ys[c * ldy + r] != (r < rows ? T(x[r * ldx + c] * scale) : T(-7));
                 }
+            INFO("transpose " << rows << "x" << cols);
+            CHECK(wrong == 0);
+            CHECK(wrong_scaled == 0);
         }
     }
     // (M, N, K) as the kernels name them: M past one packed block of rows (tn), K past one KC
@@ -332,6 +339,11 @@ TEST_CASE_TEMPLATE("kernels: the online softmax down the columns of a transposed
         CHECK(max_differs == 0);
         CHECK_CLOSE("running sum", l1.data(), l2.data(), R, kernel_tol<T>);
         CHECK_CLOSE("correction", c1.data(), c2.data(), R, kernel_tol<T>);
+        // normalize_cols: the tile's exponentials over their column sums; column 7 (no key) stays zero
+        for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t c = 0; c < R; ++c) want[j * R + c] = l2[c] > T(0) ? want[j * R + c] / l2[c] : T(0);
+        ct::kernels::normalize_cols(s.data(), n, R, l1.data());
+        CHECK_CLOSE("normalized, tile at " << j0, s.data(), want.data(), n * R, kernel_tol<T>);
         j0 += n;
     }
 }

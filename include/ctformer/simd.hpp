@@ -169,6 +169,8 @@ template <class T, std::size_t K> inline vec<T> swap_lanes_by(const vec<T>& v) {
 // set of v[i] trade places with the lanes without it of v[i + K] (one lane swap, three blends).
 template <class T, std::size_t K> inline void transpose_step(vec<T>* v) {
     const auto hi = lanes_with_bit<T, K>();
+    // unrolled, or GCC keeps the block in memory (measured: a 16 x 16 block ~235 cycles rolled)
+#pragma GCC unroll 16
     for (std::size_t i = 0; i < width<T>; ++i) {
         if (i & K) continue;
         const vec<T> t = swap_lanes_by<T, K>(xsimd::select(hi, v[i], v[i + K]));

@@ -145,8 +145,9 @@ template <class T> constexpr void mul_inplace(T* y, const T* x, std::size_t n) {
 
 namespace detail {
 // The whole (W x W) blocks of transpose, each in registers (simd::transpose_square).
-template <class T>
-inline void transpose_blocks(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
+template <bool Scaled, class T>
+inline void transpose_blocks(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy,
+                             T scale) {
     constexpr std::size_t W = simd::width<T>;
     for (std::size_t r0 = 0; r0 < rows; r0 += W)
         for (std::size_t c0 = 0; c0 < cols; c0 += W) {
@@ -155,8 +156,18 @@ inline void transpose_blocks(std::size_t rows, std::size_t cols, const T* x, std
             for (std::size_t i = 0; i < W; ++i) v[i] = simd::load(x + (r0 + i) * ldx + c0);
             simd::transpose_square<T>(v);
 #pragma GCC unroll 16
-            for (std::size_t i = 0; i < W; ++i) simd::store(y + (c0 + i) * ldy + r0, v[i]);
+            for (std::size_t i = 0; i < W; ++i) simd::store(y + (c0 + i) * ldy + r0, Scaled ? v[i] * simd::vec<T>(scale) : v[i]);
         }
+}
+template <bool Scaled, class T>
+constexpr void transpose_impl(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy, T scale) {
+    std::size_t rb = 0, cb = 0;  // rows and columns the blocks cover
+    if (!simd::constant_evaluated() && simd::width<T> > 1) {
+        rb = rows - rows % simd::width<T>, cb = cols - cols % simd::width<T>;
+        transpose_blocks<Scaled>(rb, cb, x, ldx, y, ldy, scale);
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = r < rb ? cb : 0; c < cols; ++c) y[c * ldy + r] = Scaled ? x[r * ldx + c] * scale : x[r * ldx + c];
 }
 }  // namespace detail
 
@@ -165,13 +176,13 @@ inline void transpose_blocks(std::size_t rows, std::size_t cols, const T* x, std
 // packing of a transposed weight.
 template <class T>
 constexpr void transpose(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy) {
-    std::size_t rb = 0, cb = 0;  // rows and columns the blocks cover
-    if (!simd::constant_evaluated() && simd::width<T> > 1) {
-        rb = rows - rows % simd::width<T>, cb = cols - cols % simd::width<T>;
-        detail::transpose_blocks(rb, cb, x, ldx, y, ldy);
-    }
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = r < rb ? cb : 0; c < cols; ++c) y[c * ldy + r] = x[r * ldx + c];
+    detail::transpose_impl<false>(rows, cols, x, ldx, y, ldy, T(1));
+}
+// y = (x · scale)ᵀ in the same pass (attention's queries, scaled as PyTorch scales them).
+template <class T>
+constexpr void transpose_scaled(std::size_t rows, std::size_t cols, const T* x, std::size_t ldx, T* y, std::size_t ldy,
+                                T scale) {
+    detail::transpose_impl<true>(rows, cols, x, ldx, y, ldy, scale);
 }
 
 // y: (n) = y ∘ f'(x) with f' = f.derivative (an activation's backward: y the output's gradient,

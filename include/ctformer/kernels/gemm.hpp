@@ -463,7 +463,7 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
 // Unpacked: register tiles over a (layout AL) and b (row-major) where they are, K in KC blocks;
 // columns past the last whole vector as scalar dot products.
 template <a_layout AL, class T, class Act>
-inline void gemm_in_place(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+[[gnu::noinline]] inline void gemm_in_place(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                           std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
     using tile = gemm_tile<T>;
     constexpr std::size_t W = tile::W, MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;

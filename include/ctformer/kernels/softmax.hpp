@@ -145,6 +145,25 @@ constexpr void online_softmax_cols(T* s, std::size_t n, std::size_t R, const T* 
         softmax_col_group<T, simd::vec<T>, W>(s + r, n, R, kend + r, j0, m + r, l + r, corr + r, ld, st);
 }
 
+// s: (n, R) at stride R, columns of exponentials whose sums are l: (R) -> probabilities (s / l); a
+// column with l = 0 (every key blocked) stays zero. Attention normalizes here when a block's keys
+// fit one tile: (n x R) products instead of (R x Dh) on its output, and no pass after the values.
+template <class T> constexpr void normalize_cols(T* s, std::size_t n, std::size_t R, const T* l) {
+    constexpr std::size_t W = simd::width<T>;
+    if (simd::constant_evaluated()) {
+        for (std::size_t r = 0; r < R; ++r) {
+            const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
+            for (std::size_t j = 0; j < n; ++j) s[j * R + r] *= inv;
+        }
+        return;
+    }
+    using V = simd::vec<T>;
+    for (std::size_t r = 0; r < R; r += W) {
+        const V lv = simd::load(l + r), inv = simd::vselect(lv > V(T(0)), V(T(1)) / lv, V(T(0)));
+        for (std::size_t j = 0; j < n; ++j) simd::store(s + j * R + r, simd::load(s + j * R + r) * inv);
+    }
+}
+
 // The softmax's backward for one row: dp: (n) the gradient of the probabilities p: (n) ->
 // dp = p ∘ (dp - di) · scale, the gradient of the (scaled) scores; di = Σ p ∘ dp (attention
 // passes rowsum(dO ∘ O), the same number without a pass over the keys).

@@ -63,10 +63,9 @@ template <class T, class F> constexpr void on_column(T* col, std::size_t n, std:
 // rows are zero (padding lanes: their scores are finite, and blocked).
 template <class T>
 constexpr void load_queries(std::size_t rows, std::size_t Dh, const T* q, std::size_t ldq, T scale, T* qt, std::size_t R) {
-    kernels::transpose(rows, Dh, q, ldq, qt, R);
+    kernels::transpose_scaled(rows, Dh, q, ldq, qt, R, scale);
     for (std::size_t d = 0; d < Dh; ++d)
         for (std::size_t r = rows; r < R; ++r) qt[d * R + r] = T(0);
-    kernels::map_inplace(qt, Dh * R, [scale](const auto& x) { return x * scale; });
 }
 }  // namespace detail
 
@@ -105,6 +104,9 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
             l[r] = T(0);
         }
         detail::load_queries(rows, Dh, q + i0 * ldq, ldq, scale, qt, R);
+        // keys in one tile: the probabilities are normalized before the value product (as PyTorch
+        // orders it), else the output after the last tile (the online softmax's rescaling)
+        const bool one_tile = kend_block <= KT;
         // out is written by the first tile's value product (a row whose keys are all blocked gets
         // p = 0 there); zeroed first only where nothing or the skipping path writes it.
         if (kend_block == 0 || !v_finite)
@@ -123,6 +125,7 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
                     });
                 }
             kernels::online_softmax_cols(st, n, R, kend, j0, m, l, corr);
+            if (one_tile) kernels::normalize_cols(st, n, R, l);
             for (std::size_t r = 0; r < rows; ++r) {
                 const T c = corr[r];
                 if (c != T(1) && j0 > 0)  // before the first tile out is still zero
@@ -140,7 +143,7 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
         }
         for (std::size_t r = 0; r < rows; ++r) {  // normalize; fully blocked rows stay zero
             const T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
-            kernels::map_inplace(out + (i0 + r) * ldo, Dh, [inv](const auto& x) { return x * inv; });
+            if (!one_tile) kernels::map_inplace(out + (i0 + r) * ldo, Dh, [inv](const auto& x) { return x * inv; });
             if (lse) lse[i0 + r] = l[r] > T(0) ? m[r] + simd::vlog(l[r]) : -std::numeric_limits<T>::infinity();
         }
     }
