@@ -571,3 +571,27 @@ TEST_CASE_TEMPLATE("kernels: all_finite finds any NaN or inf, at every position 
     x[0] = lim::max();
     CHECK(ct::kernels::all_finite(x.data(), 7, 33, 37));
 }
+
+TEST_CASE_TEMPLATE("kernels: adamw_update, vectors = the scalar reference bit for bit; the formula in double", T, float, double) {
+    // n past whole vectors (the scalar tail), gradients with zeros and a wide range of magnitudes
+    constexpr std::size_t W = ct::simd::width<T>, n = 5 * W + 3;
+    const ct::kernels::adamw_scalars<T> s{T(1 - 1e-2 * 1e-2), T(0.9), T(0.999), T(1 - 0.9), T(1 - 0.999), T(1e-8),
+                                          T(-(1e-2 / (1 - 0.9 * 0.9))), T(std::sqrt(1 - 0.999 * 0.999))};
+    auto p = random_vec<T>(n, 21), g = random_vec<T>(n, 22), m = random_vec<T>(n, 23, -0.1, 0.1), v = random_vec<T>(n, 24, 1e-4, 0.01);
+    for (std::size_t i = 0; i < n; ++i) g[i] *= T(std::pow(10.0, double(i % 7) - 4)) * T(i % 5 != 0);
+    auto p1 = p, m1 = m, v1 = v, p2 = p, m2 = m, v2 = v;
+    ct::kernels::adamw_update(n, p1.data(), g.data(), m1.data(), v1.data(), s);
+    for (std::size_t i = 0; i < n; ++i) ct::kernels::adamw_update(1, &p2[i], &g[i], &m2[i], &v2[i], s);  // scalar path
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += p1[i] != p2[i] || m1[i] != m2[i] || v1[i] != v2[i];
+    CHECK(differ == 0);
+    std::vector<T> pd(n), md(n), vd(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const double mi = 0.9 * double(m[i]) + 0.1 * double(g[i]), vi = 0.999 * double(v[i]) + 0.001 * double(g[i]) * double(g[i]);
+        md[i] = T(mi), vd[i] = T(vi);
+        pd[i] = T(double(p[i]) * (1 - 1e-4) + double(s.neg_step) * mi / (std::sqrt(vi) / double(s.bias_correction2_sqrt) + 1e-8));
+    }
+    CHECK_CLOSE("m", m1.data(), md.data(), n, kernel_tol<T>);
+    CHECK_CLOSE("v", v1.data(), vd.data(), n, kernel_tol<T>);
+    CHECK_CLOSE("p", p1.data(), pd.data(), n, kernel_tol<T>);
+}

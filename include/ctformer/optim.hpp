@@ -14,21 +14,11 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/optim.hpp"
 #include "params.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
-
-namespace detail {
-// A value rounded on its own: keeps the compiler from contracting it into a neighbouring add
-// (-ffp-contract=fast), where PyTorch's vectorized kernels round every product.
-template <class T> inline T rounded(T x) {
-#if defined(__GNUC__) || defined(__clang__)
-    __asm__("" : "+m"(x));
-#endif
-    return x;
-}
-}  // namespace detail
 
 // PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero.
 template <class P> void zero_grad(P& grads) { zero_params(grads); }
@@ -106,7 +96,8 @@ struct adamw_options {
 //   p += -(lr / (1-β1^t)) · m / (sqrt(v) / sqrt(1-β2^t) + eps)
 // Scalars are computed in double and rounded to the dtype, as PyTorch's Python scalars are; the
 // products, fused multiply-adds and divisions are PyTorch's vectorized kernels' (addcmul and add with
-// alpha fuse, addcdiv does not), so the result is bit for bit torch.optim.AdamW's (tests/test_models.cpp).
+// alpha fuse, addcdiv does not), so the result is bit for bit torch.optim.AdamW's (tests/test_models.cpp);
+// the update is one vector kernel (kernels::adamw_update).
 template <class P> struct AdamW {
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
@@ -118,17 +109,11 @@ template <class P> struct AdamW {
         const double bc1 = 1 - std::pow(o.beta1, t), bc2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* m, auto* v) {
             using T = std::remove_cvref_t<decltype(*p)>;
-            const T decay = static_cast<T>(1 - o.lr * o.weight_decay), b1 = static_cast<T>(o.beta1),
-                    b2 = static_cast<T>(o.beta2), a1 = static_cast<T>(1 - o.beta1), a2 = static_cast<T>(1 - o.beta2),
-                    eps = static_cast<T>(o.eps), neg_step = static_cast<T>(-(o.lr / bc1)),
-                    bc2 = static_cast<T>(bc2_sqrt);
-            for (std::size_t i = 0; i < n; ++i) {
-                p[i] *= decay;
-                m[i] = std::fma(a1, g[i], m[i] * b1);
-                v[i] = std::fma(a2 * g[i], g[i], detail::rounded(v[i] * b2));
-                const T denom = std::sqrt(v[i]) / bc2 + eps;
-                p[i] = p[i] + detail::rounded(neg_step * m[i]) / denom;
-            }
+            const kernels::adamw_scalars<T> s{static_cast<T>(1 - o.lr * o.weight_decay), static_cast<T>(o.beta1),
+                                              static_cast<T>(o.beta2), static_cast<T>(1 - o.beta1),
+                                              static_cast<T>(1 - o.beta2), static_cast<T>(o.eps),
+                                              static_cast<T>(-(o.lr / bc1)), static_cast<T>(bc2_sqrt)};
+            kernels::adamw_update(n, p, g, m, v, s);
         }, params, grads, exp_avg, exp_avg_sq);
         step_count.storage[0] = t;
     }
