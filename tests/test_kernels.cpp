@@ -512,7 +512,9 @@ TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in doc
         double bound_float, bound_double;  // max relative error allowed, in eps of T
     };
     const fn fns[] = {{"exp", -80, 80, [](double x) { return std::exp(x); }, 2, 2},
-                      {"erf", -6, 6, [](double x) { return std::erf(x); }, 3, 64},
+                      // float erf (simd::verf_float): 2.7 eps with fused multiply-adds, 3.05 where they are not
+                      // fused (SSE4.2, armv7 NEON), by tools/fit_erf.py's emulation
+                      {"erf", -6, 6, [](double x) { return std::erf(x); }, 4, 64},
                       {"tanh", -12, 12, [](double x) { return std::tanh(x); }, 2, 4}};
     for (const fn& f : fns) {
         double max_rel = 0;

@@ -41,7 +41,7 @@ struct gelu {
     template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
         const V cdf = V(T(0.5)) * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
-        const V pdf = V(T(0.39894228040143267794)) * simd::vexp(V(T(-0.5)) * x * x);
+        const V pdf = V(T(0.39894228040143267794)) * simd::vexp_nonpositive(V(T(-0.5)) * x * x);
         return cdf + x * pdf;
     }
 };
