@@ -597,3 +597,17 @@ TEST_CASE_TEMPLATE("kernels: adamw_update, vectors = the scalar reference bit fo
     CHECK_CLOSE("v", v1.data(), vd.data(), n, kernel_tol<T>);
     CHECK_CLOSE("p", p1.data(), pd.data(), n, kernel_tol<T>);
 }
+
+TEST_CASE_TEMPLATE("kernels: simd::vfma rounds once wherever simd::ieee_vectors holds (at every -O, any -ffp-contract)", T, float, double) {
+    // a·b + c where the product's low bits decide the sum: fused and unfused differ in most lanes
+    constexpr std::size_t W = ct::simd::width<T>;
+    const auto a = random_vec<T>(W * 8, 31), b = random_vec<T>(W * 8, 32), c = random_vec<T>(W * 8, 33);
+    std::size_t fused = 0, lanes = 0;
+    for (std::size_t i = 0; i < W * 8; i += W) {
+        std::array<T, W> got{};
+        ct::simd::store(got.data(), ct::simd::vfma(ct::simd::load(&a[i]), ct::simd::load(&b[i]), ct::simd::load(&c[i])));
+        for (std::size_t j = 0; j < W; ++j, ++lanes) fused += got[j] == std::fma(a[i + j], b[i + j], c[i + j]);
+    }
+    MESSAGE(ct::simd::arch_name(), ": ", fused, " of ", lanes, " lanes equal std::fma");
+    if constexpr (ct::simd::ieee_vectors<T> && (W > 1)) CHECK(fused == lanes);
+}

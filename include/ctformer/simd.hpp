@@ -104,12 +104,47 @@ template <class T> inline void store(T* p, const vec<T>& v) {
     *p = v;
 }
 template <class T> inline vec<T> splat(T x) { return vec<T>(x); }
-template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) {
+// a·b + c on vectors: one rounding where the arch has a fused multiply-add. xsimd 8.1 gives
+// AVX-512 none (its generic a*b + c, fused only if the compiler contracts it: not under
+// -ffp-contract=off, nor by clang at -O0 with -ffp-contract=fast, where AdamW's bit-for-bit test
+// caught it), so AVX-512 calls the intrinsic. Scalars: a*b + c (contracted under the project's
+// -ffp-contract=fast, like the scalar references).
+template <class V> [[gnu::always_inline]] inline V vfma(const V& a, const V& b, const V& c) {
 #if CTFORMER_XSIMD
-    if constexpr (vectorized<T>) return xsimd::fma(a, b, c); else
+    if constexpr (!std::is_arithmetic_v<V>) {
+#if defined(__AVX512F__)
+        if constexpr (std::is_base_of_v<xsimd::avx512f, arch>) {
+            if constexpr (std::is_same_v<typename V::value_type, float>) return V(_mm512_fmadd_ps(a, b, c));
+            else return V(_mm512_fmadd_pd(a, b, c));
+        } else
 #endif
-    return a * b + c;
+            return xsimd::fma(a, b, c);
+    } else
+#endif
+        return a * b + c;
 }
+template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) { return vfma(a, b, c); }
+
+// Whether vec<T>'s arithmetic is IEEE's lane for lane: +, -, ·, / and sqrt correctly rounded,
+// denormals kept, vfma one rounding. True on x86 with FMA3 or AVX-512 and on aarch64; false on
+// SSE/AVX without FMA3 (vfma rounds twice) and on armv7 NEON (flushes denormals, approximates /
+// and sqrt). A kernel that must equal its scalar reference bit for bit (AdamW's update) runs
+// its vector loop only where this holds.
+template <class T> inline constexpr bool ieee_vectors = [] {
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<T>) {
+#if defined(__x86_64__) || defined(__i386__)
+        return std::is_base_of_v<xsimd::avx512f, arch> || std::is_base_of_v<xsimd::fma3<xsimd::avx2>, arch> ||
+               std::is_base_of_v<xsimd::fma3<xsimd::sse4_2>, arch>;
+#elif defined(__aarch64__)
+        return true;
+#else
+        return false;
+#endif
+    } else
+#endif
+        return true;  // vec<T> is T: the scalar unit
+}();
 template <class T> inline T hsum(const vec<T>& v) {
 #if CTFORMER_XSIMD
     if constexpr (vectorized<T>) return xsimd::hadd(v); else
@@ -278,13 +313,13 @@ template <class V> [[gnu::always_inline]] constexpr inline V vexp_nonpositive(co
             const V xc = xsimd::select(under, V(0.0f), x);
             const I ki = xsimd::nearbyint_as_int(xc * V(1.44269504088896341f));
             const V k = xsimd::to_float(ki);
-            V r = xsimd::fnma(k, V(0.693359375f), xc);
-            r = xsimd::fnma(k, V(-2.12194440e-4f), r);
-            V y = xsimd::fma(r, V(1.3997796e-03f), V(8.3955629e-03f));
-            y = xsimd::fma(r, y, V(4.1665401e-02f));
-            y = xsimd::fma(r, y, V(1.6666277e-01f));
-            y = xsimd::fma(r, y, V(0.5f));
-            const V e = xsimd::fma(y, r * r, r) + V(1.0f);
+            V r = vfma(k, V(-0.693359375f), xc);  // xc - k·ln2_hi, exactly xsimd's fnma
+            r = vfma(k, V(2.12194440e-4f), r);
+            V y = vfma(r, V(1.3997796e-03f), V(8.3955629e-03f));
+            y = vfma(r, y, V(4.1665401e-02f));
+            y = vfma(r, y, V(1.6666277e-01f));
+            y = vfma(r, y, V(0.5f));
+            const V e = vfma(y, r * r, r) + V(1.0f);
             return xsimd::select(under, V(0.0f), e * xsimd::bitwise_cast<V>((ki + I(127)) << 23));
         } else {
             return xsimd::select(x < V(-87), V(0), vexp(x));
@@ -301,16 +336,16 @@ template <class V> [[gnu::always_inline]] constexpr inline V vexp_nonpositive(co
 #if CTFORMER_XSIMD
 template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) {
     const V a = vselect(x > V(4.f), V(4.f), vselect(x < V(-4.f), V(-4.f), x)), t = a * a;
-    V p = xsimd::fma(t, V(0x1.484f4ep-26f), V(-0x1.04b09ap-19f));
-    p = xsimd::fma(t, p, V(0x1.34e448p-13f));
-    p = xsimd::fma(t, p, V(0x1.058b84p-8f));
-    p = xsimd::fma(t, p, V(0x1.a619bap-5f));
-    p = xsimd::fma(t, p, V(0x1.a83536p-3f));
-    p = xsimd::fma(t, p, V(0x1.20dd74p+0f));
-    V q = xsimd::fma(t, V(0x1.0bb1c6p-10f), V(0x1.ea2ac8p-7f));
-    q = xsimd::fma(t, q, V(0x1.e33898p-4f));
-    q = xsimd::fma(t, q, V(0x1.08a6d6p-1f));
-    q = xsimd::fma(t, q, V(1.f));
+    V p = vfma(t, V(0x1.484f4ep-26f), V(-0x1.04b09ap-19f));
+    p = vfma(t, p, V(0x1.34e448p-13f));
+    p = vfma(t, p, V(0x1.058b84p-8f));
+    p = vfma(t, p, V(0x1.a619bap-5f));
+    p = vfma(t, p, V(0x1.a83536p-3f));
+    p = vfma(t, p, V(0x1.20dd74p+0f));
+    V q = vfma(t, V(0x1.0bb1c6p-10f), V(0x1.ea2ac8p-7f));
+    q = vfma(t, q, V(0x1.e33898p-4f));
+    q = vfma(t, q, V(0x1.08a6d6p-1f));
+    q = vfma(t, q, V(1.f));
     return a * p / q;
 }
 #endif

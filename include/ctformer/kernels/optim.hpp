@@ -6,7 +6,9 @@
 // through kernels::rounded, an empty asm that keeps the value in its register (the compiler cannot
 // see through it, so it cannot contract it). The vector loop and the scalar tail (the kernel's
 // reference) compute the same operations, each correctly rounded (mul, div, sqrt, fma): they agree
-// bit for bit (tests/test_kernels.cpp).
+// bit for bit (tests/test_kernels.cpp) where the vectors are IEEE's (simd::ieee_vectors: x86 with
+// FMA3 or AVX-512, aarch64); elsewhere (SSE without FMA3, armv7 NEON) the scalar loop, with
+// std::fma, does every element.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -50,7 +52,7 @@ template <class V> [[gnu::always_inline]] inline V rounded(V x) {
 
 namespace detail {
 template <class V> [[gnu::always_inline]] inline V fused(const V& a, const V& b, const V& c) {  // a·b + c, one rounding
-    if constexpr (std::is_arithmetic_v<V>) return std::fma(a, b, c); else return xsimd::fma(a, b, c);
+    if constexpr (std::is_arithmetic_v<V>) return std::fma(a, b, c); else return simd::vfma(a, b, c);
 }
 }  // namespace detail
 
@@ -71,13 +73,13 @@ inline void adamw_update(std::size_t n, T* p, const T* g, T* m, T* v, const adam
         const V denom = simd::vsqrt(vi) / V(s.bias_correction2_sqrt) + V(s.eps);
         return pi + rounded(V(s.neg_step) * mi) / denom;
     };
-    constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) {
-        simd::vec<T> mi = simd::load(m + i), vi = simd::load(v + i);
-        simd::store(p + i, one(simd::load(p + i), simd::load(g + i), mi, vi));
-        simd::store(m + i, mi), simd::store(v + i, vi);
-    }
+    if constexpr (simd::ieee_vectors<T>)  // (elsewhere the scalar loop does it all: see ieee_vectors)
+        for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += simd::width<T>) {
+            simd::vec<T> mi = simd::load(m + i), vi = simd::load(v + i);
+            simd::store(p + i, one(simd::load(p + i), simd::load(g + i), mi, vi));
+            simd::store(m + i, mi), simd::store(v + i, vi);
+        }
     for (; i < n; ++i) p[i] = one(p[i], g[i], m[i], v[i]);
 }
 
