@@ -81,9 +81,7 @@ template <class T> constexpr T max(const T* x, std::size_t n) {
         for (i = W; i + W <= n; i += W) acc = simd::vmax(acc, simd::load(x + i));
         m = simd::hmax<T>(acc);
     }
-    // the tail counted down from its length (GCC 12 for aarch64, inlining this into a decoding
-    // step, warned falsely of an overflowing iteration on the `i < n` form)
-    for (std::size_t left = n - i; left > 0; --left, ++i) m = x[i] > m ? x[i] : m;
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
     return m;
 }
 
