@@ -608,6 +608,19 @@ TEST_CASE_TEMPLATE("kernels: simd::vfma rounds once wherever simd::ieee_vectors 
         ct::simd::store(got.data(), ct::simd::vfma(ct::simd::load(&a[i]), ct::simd::load(&b[i]), ct::simd::load(&c[i])));
         for (std::size_t j = 0; j < W; ++j, ++lanes) fused += got[j] == std::fma(a[i + j], b[i + j], c[i + j]);
     }
-    MESSAGE(ct::simd::arch_name(), ": ", fused, " of ", lanes, " lanes equal std::fma");
+    MESSAGE(std::string(ct::simd::arch_name()), ": ", fused, " of ", lanes, " lanes equal std::fma");
     if constexpr (ct::simd::ieee_vectors<T> && (W > 1)) CHECK(fused == lanes);
+    // vdiv and vsqrt: correctly rounded there too (xsimd 8.1's aarch64 floats estimate both)
+    std::size_t exact = 0;
+    for (std::size_t i = 0; i < W * 8; i += W) {
+        std::array<T, W> q{}, r{};
+        const auto av = ct::simd::load(&a[i]), bv = ct::simd::load(&b[i]);
+        ct::simd::store(q.data(), ct::simd::vdiv(av, bv));
+        ct::simd::store(r.data(), ct::simd::vsqrt(av * av));
+        for (std::size_t j = 0; j < W; ++j) {
+            exact += q[j] == a[i + j] / b[i + j] && r[j] == std::sqrt(a[i + j] * a[i + j]);
+        }
+    }
+    MESSAGE(std::string(ct::simd::arch_name()), ": ", exact, " of ", lanes, " lanes with vdiv and vsqrt equal / and std::sqrt");
+    if constexpr (ct::simd::ieee_vectors<T> && (W > 1)) CHECK(exact == lanes);
 }

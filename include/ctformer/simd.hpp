@@ -125,8 +125,8 @@ template <class V> [[gnu::always_inline]] inline V vfma(const V& a, const V& b, 
 }
 template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) { return vfma(a, b, c); }
 
-// Whether vec<T>'s arithmetic is IEEE's lane for lane: +, -, ·, / and sqrt correctly rounded,
-// denormals kept, vfma one rounding. True on x86 with FMA3 or AVX-512 and on aarch64; false on
+// Whether vec<T>'s arithmetic is IEEE's lane for lane: +, -, ·, vdiv and vsqrt correctly
+// rounded, denormals kept, vfma one rounding. True on x86 with FMA3 or AVX-512 and on aarch64; false on
 // SSE/AVX without FMA3 (vfma rounds twice) and on armv7 NEON (flushes denormals, approximates /
 // and sqrt). A kernel that must equal its scalar reference bit for bit (AdamW's update) runs
 // its vector loop only where this holds.
@@ -357,7 +357,24 @@ template <class V> constexpr V verf(const V& x) {
     CTFORMER_VMATH(detail::s_erf(x), xsimd::erf(x))
 }
 template <class V> constexpr V vtanh(const V& x) { CTFORMER_VMATH(detail::s_tanh(x), xsimd::tanh(x)) }
-template <class V> constexpr V vsqrt(const V& x) { CTFORMER_VMATH(detail::s_sqrt(x), xsimd::sqrt(x)) }
+// a / b, correctly rounded: xsimd 8.1's aarch64 backend divides only doubles itself, floats fall
+// back to armv7's reciprocal estimate and Newton steps (ulps off: AdamW's bit-for-bit test caught
+// it), so aarch64 floats call the instruction. (The kernels' other divisions keep xsimd's `/`:
+// within their tolerances.) sqrt below, likewise.
+template <class V> [[gnu::always_inline]] inline V vdiv(const V& a, const V& b) {
+#if CTFORMER_XSIMD && defined(__aarch64__)
+    if constexpr (!std::is_arithmetic_v<V>)
+        if constexpr (std::is_same_v<typename V::value_type, float>) return V(vdivq_f32(a, b));
+#endif
+    return a / b;
+}
+template <class V> constexpr V vsqrt(const V& x) {
+#if CTFORMER_XSIMD && defined(__aarch64__)
+    if constexpr (!std::is_arithmetic_v<V>)
+        if constexpr (std::is_same_v<typename V::value_type, float>) return V(vsqrtq_f32(x));
+#endif
+    CTFORMER_VMATH(detail::s_sqrt(x), xsimd::sqrt(x))
+}
 template <class V> constexpr V vlog(const V& x) { CTFORMER_VMATH(detail::s_log(x), xsimd::log(x)) }
 
 #undef CTFORMER_VMATH

@@ -70,8 +70,8 @@ inline void adamw_update(std::size_t n, T* p, const T* g, T* m, T* v, const adam
         pi = rounded(pi * V(s.decay));
         mi = detail::fused(V(s.one_minus_beta1), gi, rounded(mi * V(s.beta1)));
         vi = detail::fused(rounded(V(s.one_minus_beta2) * gi), gi, rounded(vi * V(s.beta2)));
-        const V denom = simd::vsqrt(vi) / V(s.bias_correction2_sqrt) + V(s.eps);
-        return pi + rounded(V(s.neg_step) * mi) / denom;
+        const V denom = simd::vdiv(simd::vsqrt(vi), V(s.bias_correction2_sqrt)) + V(s.eps);
+        return pi + simd::vdiv(rounded(V(s.neg_step) * mi), denom);
     };
     std::size_t i = 0;
     if constexpr (simd::ieee_vectors<T>)  // (elsewhere the scalar loop does it all: see ieee_vectors)
