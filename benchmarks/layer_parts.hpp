@@ -53,7 +53,7 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
             lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.qkv, s.D,
                          ws.pack);
         } else if constexpr (q == part::memory_kv) {
-            A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem, ws.pack);
+            A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem, A::kv_ld, ws.pack);
         } else if constexpr (q == part::cross_heads) {
             A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kv_mem, s.S, s.T}, ct::no_mask{},
                            ct::no_dropout{});

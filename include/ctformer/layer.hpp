@@ -312,7 +312,7 @@ template <class Cfg> struct Layer {
                     kv_mem = acts->kv_mem;
                     for (std::size_t i = 0; i < B * S * D; ++i) acts->mem[i] = mem[i];
                 }
-            Attn::project_memory(p, mem, B * S, kv_mem, ws.pack);
+            Attn::project_memory(p, mem, B * S, kv_mem, Attn::kv_ld, ws.pack);
             run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{kv_mem, S, Tq}, sm,
                      cm, drop, acts);
         } else {
@@ -426,7 +426,7 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, ws.pack);
+                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, 2 * D, ws.pack);
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);

@@ -26,7 +26,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
     static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
     alignas(64) T qkv[M * 3 * D];      // self: q|k|v per row; cross: q
-    alignas(64) T kv_mem[Ms * 2 * D];  // cross: k|v of every memory row
+    alignas(64) T kv_mem[Ms * kernels::padded_row_stride<T>(2 * D)];  // cross: k|v of every memory row
     alignas(64) T ctx[M * D];          // concatenated head outputs
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
     alignas(64) T normed[pre_norm ? M * D : 1];
@@ -91,7 +91,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct activa
     alignas(64) T x[streams][M * D];
     alignas(64) T qkv[M * 3 * D];              // self-attention q|k|v
     alignas(64) T q_cross[cross ? M * D : 1];   // cross-attention queries
-    alignas(64) T kv_mem[Ms * 2 * D];          // cross-attention k|v of the memory
+    alignas(64) T kv_mem[Ms * kernels::padded_row_stride<T>(2 * D)];  // cross-attention k|v of the memory
     alignas(64) T mem[Ms * D];                 // the memory (for its projection's weight gradient)
     alignas(64) T ctx[attentions][M * D];      // each attention's output (before out_proj)
     alignas(64) T lse[attentions][M * H];      // per (b, h, query row): log-sum-exp of the scores

@@ -17,6 +17,8 @@ template <class Cfg> struct attention {
     using T = typename Cfg::value_type;
     using Params = LayerParams<Cfg>;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
+    // Row stride of the memory's projected k | v (2D columns), whose rows the scores read in place.
+    static constexpr std::size_t kv_ld = kernels::padded_row_stride<T>(2 * D);
 
     static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
@@ -40,11 +42,11 @@ template <class Cfg> struct attention {
     };
     // Forward, cross-attention: keys/values of the memory rows, projected once per call.
     struct transient_cross {
-        const T* kv_mem;  // (B*S, 2D): k | v per memory row
+        const T* kv_mem;  // (B*S, 2D) at stride kv_ld: k | v per memory row
         std::size_t S, Tq;
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
-            const T* kv = kv_mem + b * S * 2 * D + h * Dh;
-            return {{kv, 2 * D, false}, kv + D, 2 * D, S, Tq, 0};
+            const T* kv = kv_mem + b * S * kv_ld + h * Dh;
+            return {{kv, kv_ld, false}, kv + D, kv_ld, S, Tq, 0};
         }
     };
     // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
@@ -130,11 +132,12 @@ template <class Cfg> struct attention {
             }
     }
 
-    // mem: (rows, D) -> kv: (rows, 2D) = mem · [Wk; Wv]ᵀ + [bk; bv]
-    static constexpr void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, T* pack) {
+    // mem: (rows, D) -> kv: (rows, 2D) at stride ldkv = mem · [Wk; Wv]ᵀ + [bk; bv]
+    static constexpr void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, std::size_t ldkv,
+                                         T* pack) {
         const auto& a = p.multihead_attn;
         const T* bias = a.in_bias_data();
-        linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, 2 * D, pack);
+        linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, ldkv, pack);
     }
 
     // out (+)= ctx · out_projᵀ + bias
@@ -179,7 +182,7 @@ template <class Cfg> struct attention {
                          accumulate, s.pack);
     }
 
-    // Saved: x: (B*Tq, D) the query rows' input, q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D),
+    // Saved: x: (B*Tq, D) the query rows' input, q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D) at kv_ld,
     // ctx, lse. Grads of multihead_attn (+=), dx (+)= the queries' input gradient and d_mem +=
     // the memory's.
     template <class Mask, class Drop>
@@ -192,19 +195,19 @@ template <class Cfg> struct attention {
         const std::size_t M = B * Tq;
         out_backward(a, ga, ctx, dy, M, s);
         for (std::size_t i = 0; i < M * D; ++i) s.d_q[i] = T(0);
-        for (std::size_t i = 0; i < B * S * 2 * D; ++i) s.d_kv[i] = T(0);
+        for (std::size_t i = 0; i < B * S * kv_ld; ++i) s.d_kv[i] = T(0);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * 2 * D + h * Dh;
-                attend_head_backward(Tq, S, Dh, q + oq, D, kv_mem + okv, 2 * D, kv_mem + okv + D, 2 * D, ctx + oq, D,
-                                     lse + (b * H + h) * Tq, s.d_ctx + oq, D, s.d_q + oq, D, s.d_kv + okv, 2 * D,
-                                     s.d_kv + okv + D, 2 * D, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
+                const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
+                attend_head_backward(Tq, S, Dh, q + oq, D, kv_mem + okv, kv_ld, kv_mem + okv + D, kv_ld, ctx + oq, D,
+                                     lse + (b * H + h) * Tq, s.d_ctx + oq, D, s.d_q + oq, D, s.d_kv + okv, kv_ld,
+                                     s.d_kv + okv + D, kv_ld, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
                                      drop, dropout_site::cross_attn_weights);
             }
         T* gb = ga.in_bias_data();
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
-        linear::backward(a.in_proj_weight, ga.in_proj_weight, 1, 2, mem, B * S, s.d_kv, 2 * D, gb ? gb + D : nullptr,
+        linear::backward(a.in_proj_weight, ga.in_proj_weight, 1, 2, mem, B * S, s.d_kv, kv_ld, gb ? gb + D : nullptr,
                          d_mem, true, s.pack);
     }
 

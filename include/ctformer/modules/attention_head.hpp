@@ -91,7 +91,11 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
     static_assert(R % simd::width<T> == 0, "ctformer: the row block must be a whole number of vectors");
     T* const st = scratch;           // (n, R): a key tile's scores, then probabilities
     T* const qt = scratch + KT * R;  // (Dh, R): the block's queries, transposed and scaled
-    const bool v_finite = kernels::all_finite(v, S, Dh, ldv);
+    // A key can be blocked (p = 0 beside a value that is not finite) only by a mask or dropout:
+    // without either every row sees all S keys, and a value that is not finite reaches the output
+    // as it does in PyTorch's product, so the values are not scanned.
+    constexpr bool may_block = Mask::has_apply || Drop::enabled || !std::is_same_v<Mask, no_mask>;
+    const bool v_finite = !may_block || kernels::all_finite(v, S, Dh, ldv);
     for (std::size_t i0 = 0; i0 < Tq; i0 += R) {
         const std::size_t rows = Tq - i0 < R ? Tq - i0 : R;
         std::size_t kend_block = 0;
