@@ -60,11 +60,11 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
         } else if constexpr (q == part::cross_out) {
             A::out_projection(p.multihead_attn, ws.ctx, y, true, M, ws.pack);
         } else if constexpr (q == part::ffn1) {
-            lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden, s.F, ws.pack,
+            lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden, L::FFN::ldh, ws.pack,
                          typename L::Activation{});
         } else if constexpr (q == part::ffn2) {
             lin::forward(p.linear2.weight, 0, 1, ws.hidden, M, p.linear2.bias_data(), y, s.D, ws.pack,
-                         ct::kernels::identity_op{}, true);
+                         ct::kernels::identity_op{}, true, L::FFN::ldh);
         }
         benchmark::DoNotOptimize(y[0]);
         benchmark::DoNotOptimize(ws.ctx[0]);

@@ -28,12 +28,13 @@ TEST_CASE("backward vs scalar reference: policies, bias, odd shapes") {
     check_vs_reference<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<50>, ct::ffn_bias<false>,
                                         ct::norm_bias<false>, ct::dtype<double>>, 2, 7, 5>(
         "ffn and norm without bias, double", e, relu_grad, none, ct::causal{}, ct::no_mask{}, causal_dense(2, 3, 7));
-    // d_model 256 in double: the memory's k|v rows (2D = 512 doubles, 4 KB) are stored one cache
-    // line longer (kernels::padded_row_stride); forward, backward and the weight gradients read
-    // them at that stride.
-    using Wide = ct::DecoderLayer<ct::d_model<256>, ct::heads<2>, ct::ffn_dim<8>, ct::dtype<double>>;
-    static_assert(Wide::Attn::kv_ld == 2 * 256 + 8, "the padded stride is what this case exercises");
-    ref::config w{2, 3, 4, 256, 2, 8};
+    // d_model 256, ffn_dim 512 in double: the memory's k|v rows (2D = 512 doubles, 4 KB) and the
+    // FFN's hidden rows are stored one cache line longer (kernels::padded_row_stride); forward,
+    // backward, dropout and the weight gradients read them at that stride.
+    using Wide = ct::DecoderLayer<ct::d_model<256>, ct::heads<2>, ct::ffn_dim<512>, ct::dtype<double>>;
+    static_assert(Wide::Attn::kv_ld == 2 * 256 + 8 && Wide::FFN::ldh == 512 + 8,
+                  "the padded strides are what this case exercises");
+    ref::config w{2, 3, 4, 256, 2, 512};
     check_vs_reference<Wide, 2, 3, 4>("D256 double, padded k|v rows", w, relu_grad, none, ct::causal{}, ct::no_mask{},
                                       causal_dense(2, 2, 3));
     ref::vec short_memory(2 * 2 * 3 * 4, 0.0);  // batch row 1 sees 3 of its 4 memory rows
@@ -41,4 +42,7 @@ TEST_CASE("backward vs scalar reference: policies, bias, odd shapes") {
         if (x / (2 * 3 * 4) == 1 && x % 4 == 3) short_memory[x] = ref::NEG_INF;
     check_vs_reference<Wide, 2, 3, 4>("D256 double, padded k|v rows, key_lengths{4, 3}", w, relu_grad, none,
                                       ct::causal{}, ct::key_lengths{4, 3}, causal_dense(2, 2, 3), short_memory);
+    check_vs_reference<Wide, 2, 3, 4>("D256 double, padded rows, dropout", w, relu_grad,
+                                      ct::dropout_config{0.2f, 0.3f, 0.25f, 7, 2}, ct::causal{}, ct::no_mask{},
+                                      causal_dense(2, 2, 3));
 }

@@ -17,28 +17,32 @@ template <class Cfg> struct feed_forward {
     using Act = typename Cfg::activation_type;
     using Params = LayerParams<Cfg>;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    // Row stride of the hidden activations (hidden, u): linear1's register tiles write 12 rows at
+    // a time, which at a multiple of 4 KB apart share one L1 set.
+    static constexpr std::size_t ldh = kernels::padded_row_stride<T>(F);
 
     // out: (rows, D) = FF(x: (rows, D)), or out += FF(x) (accumulate: the residual add fused into
-    // linear2's epilogue). hidden: (rows, F) scratch. Training (u non-null) saves linear1's output
-    // before the activation, u: (rows, F), for backward; otherwise the activation is linear1's
-    // epilogue. Dropout after the activation, rows numbered by dropout_row_id(r, Tq).
+    // linear2's epilogue). hidden: (rows, F) at stride ldh, scratch. Training (u non-null) saves
+    // linear1's output before the activation, u: (rows, F) at ldh, for backward; otherwise the
+    // activation is linear1's epilogue. Dropout after the activation, rows numbered by
+    // dropout_row_id(r, Tq).
     template <class Drop>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr) {
         if (u) {
-            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, F, pack);
-            kernels::map(u, hidden, rows * F, Act{});
+            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, ldh, pack);
+            for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
         } else {
-            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, F, pack, Act{});
+            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, ldh, pack, Act{});
         }
-        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
+        drop_hidden(drop, hidden, rows, Tq);
         linear::forward(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
-                        accumulate);
+                        accumulate, ldh);
     }
 
     // From x: (rows, D) and u: (rows, F) (the forward's input and saved pre-activation) and
     // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=), and
-    // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) scratch.
+    // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) at ldh, scratch.
     template <class Drop>
     static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
                          bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
@@ -46,16 +50,23 @@ template <class Cfg> struct feed_forward {
                       "ctformer: the activation has no derivative: training needs a member derivative(x) "
                       "(see policies.hpp)");
         // h = dropout(act(u)) again, for linear2's weight gradient
-        kernels::map(u, hidden, rows * F, Act{});
-        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
+        for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
+        drop_hidden(drop, hidden, rows, Tq);
         linear::backward(p.linear2.weight, g.linear2.weight, 0, 1, hidden, rows, dy, D, g.linear2.bias_data(),
-                         static_cast<T*>(nullptr), false, pack);
+                         static_cast<T*>(nullptr), false, pack, ldh);
         // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
-        kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, F, pack, false);
-        drop_rows(drop, hidden, rows, F, Tq, dropout_site::ffn_activation);
-        kernels::mul_derivative(hidden, u, rows * F, Act{});
-        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, F, g.linear1.bias_data(), dx,
+        kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
+        drop_hidden(drop, hidden, rows, Tq);
+        for (std::size_t r = 0; r < rows; ++r) kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{});
+        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
                          accumulate, pack);
+    }
+
+  private:
+    template <class Drop> static constexpr void drop_hidden(const Drop& drop, T* hidden, std::size_t rows, std::size_t Tq) {
+        if constexpr (Drop::enabled)
+            for (std::size_t r = 0; r < rows; ++r)
+                drop.apply(hidden + r * ldh, F, dropout_site::ffn_activation, dropout_row_id(r, Tq));
     }
 };
 

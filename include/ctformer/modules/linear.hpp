@@ -11,16 +11,17 @@ namespace ctformer::modules {
 struct linear {
     // y: (rows, n·Seg) at ldy = x: (rows, In) · [blocks s0 .. s0+n of W]ᵀ + bias, then act. One GEMM
     // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
-    // accumulate: y = act(y + x·Wᵀ + bias), the residual already in y.
+    // accumulate: y = act(y + x·Wᵀ + bias), the residual already in y. ldx: x's row stride (0: In).
     template <class Wt, class T, class Act = kernels::identity_op>
     static constexpr void forward(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* y,
-                        std::size_t ldy, T* pack, const Act& act = {}, bool accumulate = false) {
+                        std::size_t ldy, T* pack, const Act& act = {}, bool accumulate = false, std::size_t ldx = 0) {
         constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
+        const std::size_t lda = ldx ? ldx : In;
         if constexpr (Wt::segments_contiguous) {
-            kernels::gemm_panels(rows, n * Seg, In, x, In, w.panels(s0), y, ldy, bias, act, pack, accumulate);
+            kernels::gemm_panels(rows, n * Seg, In, x, lda, w.panels(s0), y, ldy, bias, act, pack, accumulate);
         } else {
             for (std::size_t s = 0; s < n; ++s)
-                kernels::gemm_panels(rows, Seg, In, x, In, w.panels(s0 + s), y + s * Seg, ldy,
+                kernels::gemm_panels(rows, Seg, In, x, lda, w.panels(s0 + s), y + s * Seg, ldy,
                                      bias ? bias + s * Seg : nullptr, act, pack, accumulate);
         }
     }
@@ -29,19 +30,22 @@ struct linear {
     //   dW[blocks s0..s0+n] += dyᵀ · x     (g_w: the weight's gradient, same panel layout as w)
     //   d_bias += Σ_rows dy                 (g_bias: null when there is no bias)
     //   dx: (rows, In) (+)= dy · W[blocks]  (dx: null when the input needs no gradient)
+    // ldx: the row stride of x and dx (0: In).
     template <class Wt, class T>
     static void backward(const Wt& w, Wt& g_w, std::size_t s0, std::size_t n, const T* x, std::size_t rows,
-                         const T* dy, std::size_t ldy, T* g_bias, T* dx, bool accumulate, T* pack) {
+                         const T* dy, std::size_t ldy, T* g_bias, T* dx, bool accumulate, T* pack, std::size_t ldx = 0) {
         constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
         constexpr std::size_t blocks_per_call = Wt::segments_contiguous ? 0 : 1;  // 0: all n at once
         const std::size_t step = blocks_per_call ? blocks_per_call : n;
         for (std::size_t s = 0; s < n; s += step) {
             const T* dys = dy + s * Seg;
             // dWᵀ: (In, step·Seg) panels += xᵀ: (In, rows) · dy: (rows, step·Seg)
-            kernels::gemm_tn_panels(In, step * Seg, rows, x, In, dys, ldy, g_w.panels(s0 + s), pack);
+            kernels::gemm_tn_panels(In, step * Seg, rows, x, ldx ? ldx : In, dys, ldy, g_w.panels(s0 + s), pack);
             if (g_bias) kernels::add_column_sums(g_bias + s * Seg, dys, rows, step * Seg, ldy);
             // dx: (rows, In) (+)= dy: (rows, step·Seg) · W: (step·Seg, In)
-            if (dx) kernels::gemm_nt_panels(rows, In, step * Seg, dys, ldy, w.panels(s0 + s), dx, In, pack, accumulate || s > 0);
+            if (dx)
+                kernels::gemm_nt_panels(rows, In, step * Seg, dys, ldy, w.panels(s0 + s), dx, ldx ? ldx : In, pack,
+                                        accumulate || s > 0);
         }
     }
 };
