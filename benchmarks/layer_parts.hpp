@@ -44,7 +44,7 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
                 for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, y, M);
             }
         } else if constexpr (q == part::qkv) {
-            lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv, 3 * s.D, ws.pack);
+            lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv, A::qkv_ld, ws.pack);
         } else if constexpr (q == part::self_heads) {
             A::self_heads(bf, s.B, s.T, typename A::transient_self{s.T}, ct::causal{}, ct::no_dropout{});
         } else if constexpr (q == part::self_out) {

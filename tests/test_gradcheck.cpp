@@ -45,4 +45,10 @@ TEST_CASE("backward vs scalar reference: policies, bias, odd shapes") {
     check_vs_reference<Wide, 2, 3, 4>("D256 double, padded rows, dropout", w, relu_grad,
                                       ct::dropout_config{0.2f, 0.3f, 0.25f, 7, 2}, ct::causal{}, ct::no_mask{},
                                       causal_dense(2, 2, 3));
+    // d_model 512 in double: the self-attention's q|k|v rows (3D = 1536 doubles, 12 KB) padded too
+    using Wider = ct::DecoderLayer<ct::d_model<512>, ct::heads<4>, ct::ffn_dim<8>, ct::dtype<double>>;
+    static_assert(Wider::Attn::qkv_ld == 3 * 512 + 8, "the padded stride is what this case exercises");
+    ref::config v{1, 3, 2, 512, 4, 8};
+    check_vs_reference<Wider, 1, 3, 2>("D512 double, padded q|k|v rows", v, relu_grad, none, ct::causal{},
+                                       ct::no_mask{}, causal_dense(1, 4, 3));
 }

@@ -25,7 +25,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
     // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
     static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
-    alignas(64) T qkv[M * 3 * D];      // self: q|k|v per row; cross: q
+    alignas(64) T qkv[M * kernels::padded_row_stride<T>(3 * D)];  // self: q|k|v per row; cross: q
     alignas(64) T kv_mem[Ms * kernels::padded_row_stride<T>(2 * D)];  // cross: k|v of every memory row
     alignas(64) T ctx[M * D];          // concatenated head outputs
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
@@ -67,7 +67,7 @@ template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
     static constexpr std::size_t fill_rows = 16;
     static constexpr std::size_t pack_elems =
         kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows, D > F ? D : F);
-    alignas(64) T qkv[M * 3 * D];
+    alignas(64) T qkv[M * kernels::padded_row_stride<T>(3 * D)];
     alignas(64) T ctx[M * D];
     alignas(64) T branch[M * D];
     alignas(64) T normed[pre_norm ? M * D : 1];
@@ -89,7 +89,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct activa
     // post-norm: tgt, then each sub-layer's residual sum (its norm's input)
     static constexpr std::size_t streams = pre_norm ? sublayers : sublayers + 1;
     alignas(64) T x[streams][M * D];
-    alignas(64) T qkv[M * 3 * D];              // self-attention q|k|v
+    alignas(64) T qkv[M * kernels::padded_row_stride<T>(3 * D)];  // self-attention q|k|v
     alignas(64) T q_cross[cross ? M * D : 1];   // cross-attention queries
     alignas(64) T kv_mem[Ms * kernels::padded_row_stride<T>(2 * D)];  // cross-attention k|v of the memory
     alignas(64) T mem[Ms * D];                 // the memory (for its projection's weight gradient)

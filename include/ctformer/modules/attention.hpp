@@ -17,8 +17,9 @@ template <class Cfg> struct attention {
     using T = typename Cfg::value_type;
     using Params = LayerParams<Cfg>;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
-    // Row stride of the memory's projected k | v (2D columns), whose rows the scores read in place.
-    static constexpr std::size_t kv_ld = kernels::padded_row_stride<T>(2 * D);
+    // Row strides of the self-attention's q | k | v (3D columns) and the memory's projected k | v
+    // (2D), whose rows the score tiles read in place.
+    static constexpr std::size_t qkv_ld = kernels::padded_row_stride<T>(3 * D), kv_ld = kernels::padded_row_stride<T>(2 * D);
 
     static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
@@ -88,7 +89,7 @@ template <class Cfg> struct attention {
                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.self_attn;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, 3 * D, bf.pack);
+        linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, qkv_ld, bf.pack);
         self_heads(bf, B, Tq, src, mask, drop);
         out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
     }
@@ -99,9 +100,9 @@ template <class Cfg> struct attention {
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const T* base = bf.qkv + b * Tq * 3 * D + h * Dh;
-                const kv_view kv = src(b, h, base + D, base + 2 * D, 3 * D);
-                attend<Dh>(kv.rows, kv.keys, base, 3 * D, kv.k, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
+                const T* base = bf.qkv + b * Tq * qkv_ld + h * Dh;
+                const kv_view kv = src(b, h, base + D, base + 2 * D, qkv_ld);
+                attend<Dh>(kv.rows, kv.keys, base, qkv_ld, kv.k, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
                            bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights,
                            bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }
@@ -168,17 +169,17 @@ template <class Cfg> struct attention {
         auto& ga = g.self_attn;
         const std::size_t M = B * Tq;
         out_backward(a, ga, ctx, dy, M, s);
-        for (std::size_t i = 0; i < M * 3 * D; ++i) s.d_q[i] = T(0);
+        for (std::size_t i = 0; i < M * qkv_ld; ++i) s.d_q[i] = T(0);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t o = b * Tq * 3 * D + h * Dh, oc = b * Tq * D + h * Dh;
-                attend_head_backward(Tq, Tq, Dh, qkv + o, 3 * D, qkv + o + D, 3 * D, qkv + o + 2 * D, 3 * D, ctx + oc, D,
-                                     lse + (b * H + h) * Tq, s.d_ctx + oc, D, s.d_q + o, 3 * D, s.d_q + o + D, 3 * D,
-                                     s.d_q + o + 2 * D, 3 * D, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
+                const std::size_t o = b * Tq * qkv_ld + h * Dh, oc = b * Tq * D + h * Dh;
+                attend_head_backward(Tq, Tq, Dh, qkv + o, qkv_ld, qkv + o + D, qkv_ld, qkv + o + 2 * D, qkv_ld, ctx + oc, D,
+                                     lse + (b * H + h) * Tq, s.d_ctx + oc, D, s.d_q + o, qkv_ld, s.d_q + o + D, qkv_ld,
+                                     s.d_q + o + 2 * D, qkv_ld, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
                                      drop, dropout_site::self_attn_weights);
             }
-        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 3, x, M, s.d_q, 3 * D, ga.in_bias_data(), dx,
+        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, ga.in_bias_data(), dx,
                          accumulate, s.pack);
     }
 
