@@ -267,7 +267,7 @@ template <class Cfg> struct Layer {
         // after sub-layer k: the residual add (unless fused) and, post-norm, the norm, in place on y
         auto finish = [&](std::size_t k, const T* resid, dropout_site site) {
             if (!fused) {
-                drop_rows(drop, ws.branch, M, D, Tq, site);
+                drop_rows(drop, ws.branch, M, D, D, Tq, site);
                 kernels::add(y, resid, ws.branch, M * D);
             }
             if constexpr (!pre_norm) {
@@ -336,7 +336,7 @@ template <class Cfg> struct Layer {
             const T* dbranch = grad;
             if (drop.drops(site)) {
                 copy_rows(grad, ws.dbranch, M);
-                drop_rows(drop, ws.dbranch, M, D, Tq, site);
+                drop_rows(drop, ws.dbranch, M, D, D, Tq, site);
                 dbranch = ws.dbranch;
             }
             if constexpr (pre_norm) {

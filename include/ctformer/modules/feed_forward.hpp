@@ -35,7 +35,7 @@ template <class Cfg> struct feed_forward {
         } else {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, ldh, pack, Act{});
         }
-        drop_hidden(drop, hidden, rows, Tq);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         linear::forward(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
                         accumulate, ldh);
     }
@@ -51,22 +51,15 @@ template <class Cfg> struct feed_forward {
                       "(see policies.hpp)");
         // h = dropout(act(u)) again, for linear2's weight gradient
         for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
-        drop_hidden(drop, hidden, rows, Tq);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         linear::backward(p.linear2.weight, g.linear2.weight, 0, 1, hidden, rows, dy, D, g.linear2.bias_data(),
                          static_cast<T*>(nullptr), false, pack, ldh);
         // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
-        drop_hidden(drop, hidden, rows, Tq);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         for (std::size_t r = 0; r < rows; ++r) kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{});
         linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
                          accumulate, pack);
-    }
-
-  private:
-    template <class Drop> static constexpr void drop_hidden(const Drop& drop, T* hidden, std::size_t rows, std::size_t Tq) {
-        if constexpr (Drop::enabled)
-            for (std::size_t r = 0; r < rows; ++r)
-                drop.apply(hidden + r * ldh, F, dropout_site::ffn_activation, dropout_row_id(r, Tq));
     }
 };
 
