@@ -208,7 +208,7 @@ template <class T> constexpr std::size_t tn_block_rows(std::size_t kc) {
 // next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no caches).
 template <class T> inline void prefetch_l1(const T* p) { __builtin_prefetch(p, 0, 3); }
 template <class T> inline void prefetch_l2(const T* p) { __builtin_prefetch(p, 0, 2); }
-inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024;
+inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024, forward_prefetch_min_bytes = 1024 * 1024;
 
 // One (kc x NR) block of b, columns n0.., packed k-major with zero columns past N.
 template <class T, b_layout BL>
@@ -321,11 +321,16 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     T* bp = pack;
     T* ap = may_pack_a ? pack + (K < KC ? K : KC) * NR : nullptr;  // after one (kc x NR) block of b
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
-    // Only in the backward's GEMMs (b packed from far-apart rows or blocks; measured on AVX-512,
-    // the forward's, whose panels are read in place, ran 4-12% slower with it on cold weights) and
-    // only where b is too large to stay in L2 from one call to the next.
-    const bool prefetch = !tile::compact && (AL == a_layout::cols || BL == b_layout::panels_t) &&
-                          K * N * sizeof(T) >= prefetch_min_bytes;
+    // The backward's GEMMs (b packed from far-apart rows or blocks) where b is too large to stay in
+    // L2 from one call to the next. The forward's panels, read in place, only where a panel row is
+    // under two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines
+    // twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
+    // Measured with cold weights, AVX2 on Zen 4: layer/base 11.3-11.7 -> 10.7-10.9 ms; AVX-512: no
+    // gain on Zen 4, 4-12% slower on Zen 5.
+    const bool prefetch = !tile::compact &&
+                          ((AL == a_layout::cols || BL == b_layout::panels_t) ? K * N * sizeof(T) >= prefetch_min_bytes
+                           : BL == b_layout::panels ? NR * sizeof(T) < 2 * line_bytes && K * N * sizeof(T) >= forward_prefetch_min_bytes
+                                                    : false);
     const std::size_t mc = AL == a_layout::cols ? tn_block_rows<T>(K < KC ? K : KC) : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
