@@ -17,7 +17,8 @@ template <class T> constexpr double kernel_tol = std::is_same_v<T, float> ? 2e-5
 
 TEST_CASE_TEMPLATE("kernels: gemm vs scalar reference (odd sizes, strides, bias, activation)", T, float, double) {
     const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},  {3, 5, 7},    {7, 9, 17},  {13, 33, 31}, {6, 16, 8},
-                                    {25, 70, 3}, {5, 100, 300}, {4, 24, 0},  {31, 47, 513}};
+                                    {25, 70, 3}, {5, 100, 300}, {4, 24, 0},  {31, 47, 513},
+                                    {29, 40, 1021}};  // (strided: rows 4 KB / 8 KB apart, a packed)
     unsigned seed = 1;
     for (const auto& sz : sizes) {
         const std::size_t M = sz[0], N = sz[1], K = sz[2];
@@ -76,11 +77,11 @@ TEST_CASE_TEMPLATE("kernels: gemm_tn (a stored transposed, both read in place) v
 TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
     // M 1..4 take the streaming GEMV, larger M the tiled path; N not a multiple of the panel,
     // K past one KC block; the panel padding holds garbage that must never reach c. a is read in
-    // place (13x48x257, and 31x47x513 in float) or packed (rows over 4 KB apart: 29x40x1100, and
-    // 31x47x513 in double).
-    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},    {1, 37, 19},   {2, 70, 64},     {3, 16, 300},
-                                                {4, 129, 33}, {1, 200, 513}, {5, 33, 7},      {13, 48, 257},
-                                                {31, 47, 513}, {2, 8, 0},    {29, 40, 1100}};
+    // place (13x48x257, 31x47x513, 29x40x1100: rows over 4 KB apart but not aliasing in L1) or
+    // packed (29x40x1024 unstrided: rows a multiple of 4 KB apart).
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},     {1, 37, 19}, {2, 70, 64},     {3, 16, 300},
+                                                {4, 129, 33},  {1, 200, 513}, {5, 33, 7},    {13, 48, 257},
+                                                {31, 47, 513}, {2, 8, 0},    {29, 40, 1100}, {29, 40, 1024}};
     unsigned seed = 100;
     using tile = ct::kernels::gemm_tile<T>;
     for (const auto& sz : sizes) {

@@ -137,11 +137,12 @@ constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, c
 }
 
 // a (row-major) is read where it is unless its block (M x KC) exceeds a_unpacked_bytes and its
-// rows lie more than a_packed_stride_bytes apart. Packing costs a pass over a per K block, paid
-// back only over many panels of b or where MR row streams a page apart each miss the prefetcher.
-// Measured on AVX-512 (Zen 5), in place vs packed: 256x128x512 156 vs 202 µs, 64x256x1024 159
-// vs 184 µs, 128x512x512 316 vs 335 µs; but 64x2048x2048 (rows 8 KB apart) 3177 vs 2850 µs.
-inline constexpr std::size_t a_unpacked_bytes = 16 * 1024, a_packed_stride_bytes = 4096;
+// row stride is a multiple of a_alias_bytes: then the MR rows a tile reads side by side map to one
+// L1 set and evict each other (measured on AVX-512 Zen 5, 64x2048x2048 with rows 8 KB apart: in
+// place 3177 µs, packed 2850 µs). Elsewhere packing costs a pass over a per K block that the tiles
+// do not pay back: the FFN's second GEMM over padded hidden rows (128x512x2048, rows 8,256 bytes
+// apart), AVX-512 Zen 4: packed 2470 µs, in place 2370 µs; gpt's 64x256x1024 317 -> 294 µs.
+inline constexpr std::size_t a_unpacked_bytes = 16 * 1024, a_alias_bytes = 4096;
 
 // Few rows (a decoding step, a GEMV): stream b's rows front to back, four at a time, and
 // accumulate the M <= small_m_rows output rows in c (which stays in L1). Reading b contiguously is
@@ -338,10 +339,10 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
         // a is read where it is when its block stays in L1 (packing it cost 11% of the tiny layer's
-        // instructions) or its rows are close (a_packed_stride_bytes); compact kernels (no caches
+        // instructions) or its rows do not alias in L1 (a_alias_bytes); compact kernels (no caches
         // to feed) always read it in place.
         const bool packed_a = AL == a_layout::cols || (may_pack_a && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes &&
-                                                       lda * sizeof(T) > a_packed_stride_bytes);
+                                                       lda * sizeof(T) % a_alias_bytes == 0);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
             pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
