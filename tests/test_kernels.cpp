@@ -210,7 +210,7 @@ TEST_CASE_TEMPLATE("kernels: the backward's GEMMs (weight and input gradients) v
 }
 
 TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T, float, double) {
-    for (std::size_t n : {1u, 3u, 8u, 15u, 16u, 17u, 64u, 129u}) {
+    for (std::size_t n : {1u, 3u, 8u, 15u, 16u, 17u, 43u, 64u, 83u, 129u, 200u}) {  // (whole vectors past four: 43, 83, 200)
         auto x = random_vec<T>(n, static_cast<unsigned>(n), -3, 3);
         double s = 0, m = -1e300;
         for (T v : x) s += v, m = std::max(m, double(v));

@@ -57,15 +57,32 @@ template <class T> constexpr void add(T* y, const T* a, const T* b, std::size_t 
     for (; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+// The vector part of a reduction over [0, nv) (nv a multiple of the width): acc = step(acc, i) for
+// every vector i, spread over four independent accumulators, summed at the end. One accumulator
+// is bound by the add's latency (a d_model = 128 row is 16 dependent AVX2 adds, ~48 cycles; the
+// layer's norms at the small shape took 3.6 µs on AVX2 and 2.3 µs on AVX-512, Zen 4).
+template <class T, class Step> inline simd::vec<T> reduce_vectors(std::size_t nv, Step step) {
+    constexpr std::size_t W = simd::width<T>;
+    simd::vec<T> a0(T(0)), a1 = a0, a2 = a0, a3 = a0;
+    std::size_t i = 0;
+    for (; i + 4 * W <= nv; i += 4 * W) {
+        a0 = step(a0, i);
+        a1 = step(a1, i + W);
+        a2 = step(a2, i + 2 * W);
+        a3 = step(a3, i + 3 * W);
+    }
+    for (; i < nv; i += W) a0 = step(a0, i);
+    return (a0 + a1) + (a2 + a3);
+}
+
 // Horizontal sum of x: (n), vector accumulators, one horizontal reduction at the end.
 template <class T> constexpr T sum(const T* x, std::size_t n) {
-    constexpr std::size_t W = simd::width<T>;
+    using V = simd::vec<T>;
     std::size_t i = 0;
     T s = T(0);
     if (!simd::constant_evaluated()) {
-        simd::vec<T> acc(T(0));
-        for (const std::size_t nv = n - n % W; i < nv; i += W) acc += simd::load(x + i);
-        s = simd::hsum<T>(acc);
+        i = n - n % simd::width<T>;
+        s = simd::hsum<T>(reduce_vectors<T>(i, [x](const V& acc, std::size_t j) { return acc + simd::load(x + j); }));
     }
     for (; i < n; ++i) s += x[i];
     return s;
@@ -87,13 +104,13 @@ template <class T> constexpr T max(const T* x, std::size_t n) {
 
 // Σ x[i]·y[i] over (n), vector accumulators.
 template <class T> constexpr T dot(const T* x, const T* y, std::size_t n) {
-    constexpr std::size_t W = simd::width<T>;
+    using V = simd::vec<T>;
     std::size_t i = 0;
     T s = T(0);
     if (!simd::constant_evaluated()) {
-        simd::vec<T> acc(T(0));
-        for (const std::size_t nv = n - n % W; i < nv; i += W) acc = simd::fma<T>(simd::load(x + i), simd::load(y + i), acc);
-        s = simd::hsum<T>(acc);
+        i = n - n % simd::width<T>;
+        s = simd::hsum<T>(reduce_vectors<T>(
+            i, [x, y](const V& acc, std::size_t j) { return simd::fma<T>(simd::load(x + j), simd::load(y + j), acc); }));
     }
     for (; i < n; ++i) s += x[i] * y[i];
     return s;

@@ -15,18 +15,17 @@ template <class T> struct moments_t {
 // does no double arithmetic (software floating point on single-precision FPUs such as
 // Cortex-M4/M33); float statistics meet the PyTorch fixtures' 2e-5 tolerance (tests/test_golden.cpp).
 template <class T> constexpr moments_t<T> moments(const T* x, std::size_t n) {
-    constexpr std::size_t W = simd::width<T>;
+    using V = simd::vec<T>;
     const T mean = sum(x, n) / static_cast<T>(n);
     std::size_t i = 0;
     T ss = T(0);
     if (!simd::constant_evaluated()) {
-        const simd::vec<T> mv(mean);
-        simd::vec<T> acc(T(0));
-        for (const std::size_t nv = n - n % W; i < nv; i += W) {
-            const simd::vec<T> d = simd::load(x + i) - mv;
-            acc = simd::fma<T>(d, d, acc);
-        }
-        ss = simd::hsum<T>(acc);
+        const V mv(mean);
+        i = n - n % simd::width<T>;
+        ss = simd::hsum<T>(reduce_vectors<T>(i, [x, &mv](const V& acc, std::size_t j) {
+            const V d = simd::load(x + j) - mv;
+            return simd::fma<T>(d, d, acc);
+        }));
     }
     for (; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
     return {mean, ss / static_cast<T>(n)};
