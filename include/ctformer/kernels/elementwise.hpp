@@ -64,14 +64,17 @@ template <class T> constexpr void add(T* y, const T* a, const T* b, std::size_t 
 template <class T, class Step> inline simd::vec<T> reduce_vectors(std::size_t nv, Step step) {
     constexpr std::size_t W = simd::width<T>;
     simd::vec<T> a0(T(0)), a1 = a0, a2 = a0, a3 = a0;
-    std::size_t i = 0;
-    for (; i + 4 * W <= nv; i += 4 * W) {
+    // (counted in vectors: GCC 12 otherwise "proves" an overflow of i in the scalar build's
+    // inlined copies and warns, -Waggressive-loop-optimizations)
+    const std::size_t vectors = nv / W, quads = vectors / 4;
+    for (std::size_t q = 0; q < quads; ++q) {
+        const std::size_t i = q * 4 * W;
         a0 = step(a0, i);
         a1 = step(a1, i + W);
         a2 = step(a2, i + 2 * W);
         a3 = step(a3, i + 3 * W);
     }
-    for (; i < nv; i += W) a0 = step(a0, i);
+    for (std::size_t v = quads * 4; v < vectors; ++v) a0 = step(a0, v * W);
     return (a0 + a1) + (a2 + a3);
 }
 
