@@ -349,10 +349,11 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     // twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
     // Measured with cold weights, AVX2 on Zen 4: layer/base 11.3-11.7 -> 10.7-10.9 ms; AVX-512: no
     // gain on Zen 4, 4-12% slower on Zen 5.
-    const bool prefetch = !tile::compact &&
-                          ((AL == a_layout::cols || BL == b_layout::panels_t) ? K * N * sizeof(T) >= prefetch_min_bytes
-                           : BL == b_layout::panels ? NR * sizeof(T) < 2 * line_bytes && K * N * sizeof(T) >= forward_prefetch_min_bytes
-                                                    : false);
+    constexpr bool backward = AL == a_layout::cols || BL == b_layout::panels_t;
+    constexpr bool narrow_panels = BL == b_layout::panels && NR * sizeof(T) < 2 * line_bytes;
+    const std::size_t b_bytes = K * N * sizeof(T);
+    const bool prefetch = !tile::compact && (backward ? b_bytes >= prefetch_min_bytes
+                                                      : narrow_panels && b_bytes >= forward_prefetch_min_bytes);
     const std::size_t mc = AL == a_layout::cols ? tn_block_rows<T>(K < KC ? K : KC) : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
