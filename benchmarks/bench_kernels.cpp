@@ -160,6 +160,22 @@ void BM_layer_norm(benchmark::State& st) {
     st.SetItemsProcessed(st.iterations() * st.range(0));
     st.counters["items"] = double(st.range(0));
 }
+// rows of n LayerNorm'd: arg 2 = 1 through layer_norm_rows (a vector's width of rows' statistics
+// at once), 0 row by row through layer_norm_row (the same arithmetic, each row's chain alone)
+void BM_layer_norm_rows(benchmark::State& st) {
+    const std::size_t rows = std::size_t(st.range(0)), n = std::size_t(st.range(1));
+    std::vector<float> x(rows * n), g(n, 1.0f), b(n, 0.0f), y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(i % 23) * 0.1f - 1.0f;
+    for (auto _ : st) {
+        if (st.range(2))
+            ct::kernels::layer_norm_rows(x.data(), y.data(), rows, n, 1e-5f, g.data(), b.data());
+        else
+            for (std::size_t r = 0; r < rows; ++r)
+                ct::kernels::layer_norm_row(x.data() + r * n, y.data() + r * n, n, 1e-5f, g.data(), b.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.SetItemsProcessed(st.iterations() * std::int64_t(rows * n));
+}
 template <class F> void BM_activation(benchmark::State& st) {
     std::vector<float> x(4096);
     for (auto _ : st) {
@@ -193,6 +209,7 @@ BENCHMARK(BM_gemm_nt)->Args({128, 512, 1536, 0})->Args({128, 512, 512, 0})->Args
 BENCHMARK(BM_gemm_rowmajor)->Args({128, 512, 512})->Args({16, 192, 64})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000)->ComputeStatistics("min", min_of);
 BENCHMARK(BM_layer_norm)->Arg(64)->Arg(512)->ComputeStatistics("min", min_of);
+BENCHMARK(BM_layer_norm_rows)->ArgsProduct({{16, 128}, {64, 512}, {0, 1}})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_activation<ct::relu>)->Name("BM_activation/relu")->ComputeStatistics("min", min_of);
 BENCHMARK(BM_activation<ct::gelu>)->Name("BM_activation/gelu")->ComputeStatistics("min", min_of);
 BENCHMARK(BM_activation<ct::gelu_tanh>)->Name("BM_activation/gelu_tanh")->ComputeStatistics("min", min_of);

@@ -255,6 +255,48 @@ TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T,
     for (T v : blocked) CHECK(v == T(0));
 }
 
+TEST_CASE_TEMPLATE("kernels: hsum_lanes; layer_norm_rows and rms_norm_rows vs double, rows in groups and one by one", T, float, double) {
+    constexpr std::size_t W = ct::simd::width<T>;
+    {  // lane i = the sum of vector i's lanes (small integers: exact in any order)
+        std::array<ct::simd::vec<T>, W> v;
+        std::array<T, W> want{};
+        for (std::size_t i = 0; i < W; ++i) {
+            std::array<T, W> lanes{};
+            for (std::size_t j = 0; j < W; ++j) want[i] += (lanes[j] = T(int(i * 7 + j * 3) % 11 - 5));
+            v[i] = ct::simd::load(lanes.data());
+        }
+        std::array<T, W> got{};
+        ct::simd::store(got.data(), ct::simd::hsum_lanes<T>(v.data()));
+        for (std::size_t i = 0; i < W; ++i) CHECK(got[i] == want[i]);
+    }
+    // rows: fewer than a group, one group, groups and a tail; n: whole vectors (grouped) or not
+    for (std::size_t rows : {std::size_t(1), W + 1, 2 * W + 3})
+        for (std::size_t n : {W, 4 * W, 3 * W + 1, std::size_t(64)}) {
+            auto x = random_vec<T>(rows * n, unsigned(rows * 31 + n));
+            for (std::size_t r = 0; r < rows; ++r)  // a different mean and scale per row
+                for (std::size_t j = 0; j < n; ++j) x[r * n + j] = x[r * n + j] * T(1 + r % 4) + T(r % 5) - T(2);
+            const auto g = random_vec<T>(n, 7), be = random_vec<T>(n, 8);
+            std::vector<double> wl(rows * n), wr(rows * n);
+            for (std::size_t r = 0; r < rows; ++r) {
+                double mean = 0, var = 0, ss = 0;
+                for (std::size_t j = 0; j < n; ++j) mean += x[r * n + j], ss += double(x[r * n + j]) * x[r * n + j];
+                mean /= n;
+                for (std::size_t j = 0; j < n; ++j) var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
+                var /= n;
+                for (std::size_t j = 0; j < n; ++j) {
+                    wl[r * n + j] = (x[r * n + j] - mean) / std::sqrt(var + 1e-5) * g[j] + be[j];
+                    wr[r * n + j] = x[r * n + j] / std::sqrt(ss / n + 1e-6) * g[j];
+                }
+            }
+            std::vector<T> y(rows * n), yr = x;  // yr: in place
+            ct::kernels::layer_norm_rows(x.data(), y.data(), rows, n, T(1e-5), g.data(), be.data());
+            CHECK_CLOSE("layer_norm_rows rows=" << rows << " n=" << n, y.data(), wl.data(), rows * n, kernel_tol<T> * 10);
+            ct::kernels::rms_norm_rows(yr.data(), yr.data(), rows, n, T(1e-6), g.data());
+            CHECK_CLOSE("rms_norm_rows (in place) rows=" << rows << " n=" << n, yr.data(), wr.data(), rows * n,
+                        kernel_tol<T> * 10);
+        }
+}
+
 TEST_CASE_TEMPLATE("kernels: vector max with the maximum in every lane; blocking a row's tail", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     for (std::size_t lane = 0; lane < W; ++lane) {
@@ -349,11 +391,12 @@ TEST_CASE_TEMPLATE("kernels: the online softmax down the columns of a transposed
     }
 }
 
-TEST_CASE_TEMPLATE("kernels: vexp_nonpositive (the softmax's exp) vs libm; exact zero below -87, NaN kept", T, float, double) {
+TEST_CASE_TEMPLATE("kernels: vexp_nonpositive (the softmax's exp) vs libm; exact zero from -88, NaN kept", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     std::vector<T> x;
     for (int i = 0; i <= 20000; ++i) x.push_back(T(-87.0 * i / 20000.0));
-    x.push_back(T(-87.5)), x.push_back(T(-1000)), x.push_back(-std::numeric_limits<T>::infinity());
+    for (int i = 1; i < 100; ++i) x.push_back(T(-87.0 - i / 100.0));  // (-88, -87): 0 or subnormal
+    x.push_back(T(-88)), x.push_back(T(-88.5)), x.push_back(T(-1000)), x.push_back(-std::numeric_limits<T>::infinity());
     x.push_back(std::numeric_limits<T>::quiet_NaN()), x.push_back(T(1e-6));
     while (x.size() % W) x.push_back(T(-1));
     std::vector<T> y(x.size());
@@ -363,8 +406,11 @@ TEST_CASE_TEMPLATE("kernels: vexp_nonpositive (the softmax's exp) vs libm; exact
     for (std::size_t i = 0; i < x.size(); ++i) {
         if (x[i] != x[i]) {
             CHECK(y[i] != y[i]);
-        } else if (x[i] < T(-87)) {
+        } else if (x[i] <= T(-88)) {
             CHECK(y[i] == T(0));
+        } else if (x[i] < T(-87)) {  // below float's normal range: 0 or the subnormal product
+            CHECK(y[i] >= T(0));
+            CHECK(std::abs(double(y[i]) - std::exp(double(x[i]))) <= std::exp(-87.0));
         } else {
             const double want = std::exp(double(x[i]));
             worst = std::max(worst, std::abs(double(y[i]) - want) / want);

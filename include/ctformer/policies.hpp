@@ -86,7 +86,10 @@ template <class A, class T> concept differentiable_activation = requires(const A
 // ---- Normalizations. A norm policy has
 //   template <class T, size_t D, bool Bias> using params = ...;   (reflected; no_params if none)
 //   template <size_t D, class P, class T> static void apply(const P&, const T* x, T* y, T eps);
-// which normalizes one row x: (D) into y: (D); y may alias x; and, for training,
+// which normalizes one row x: (D) into y: (D); y may alias x; optionally
+//   template <size_t D, class P, class T> static void apply_rows(const P&, const T* x, T* y, size_t rows, T eps);
+// the same for rows (rows, D) at once (the built-in norms: the statistics of a vector's width of
+// rows together); and, for training,
 //   template <size_t D, class P, class T> static void backward(const P& p, P& grad, const T* x,
 //       const T* dy, T* dx, T eps, bool accumulate);
 // which, from the forward's input row x and the output's gradient dy, adds the parameters'
@@ -119,6 +122,12 @@ struct layer_norm {
         kernels::layer_norm_row(x, y, D, eps, p.weight.data(), beta);
     }
     template <std::size_t D, class T, bool Bias>
+    static constexpr void apply_rows(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, std::size_t rows, T eps) {
+        const T* beta = nullptr;
+        if constexpr (Bias) beta = p.bias.data();
+        kernels::layer_norm_rows(x, y, rows, D, eps, p.weight.data(), beta);
+    }
+    template <std::size_t D, class T, bool Bias>
     static void backward(const LayerNormParams<T, D, Bias>& p, LayerNormParams<T, D, Bias>& g, const T* x,
                          const T* dy, T* dx, T eps, bool accumulate) {
         T* dbeta = nullptr;
@@ -132,6 +141,10 @@ struct rms_norm {
     template <std::size_t D, class T>
     static constexpr void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
         kernels::rms_norm_row(x, y, D, eps, p.weight.data());
+    }
+    template <std::size_t D, class T>
+    static constexpr void apply_rows(const RMSNormParams<T, D>& p, const T* x, T* y, std::size_t rows, T eps) {
+        kernels::rms_norm_rows(x, y, rows, D, eps, p.weight.data());
     }
     template <std::size_t D, class T>
     static void backward(const RMSNormParams<T, D>& p, RMSNormParams<T, D>& g, const T* x, const T* dy, T* dx, T eps,

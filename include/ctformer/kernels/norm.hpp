@@ -65,6 +65,68 @@ template <class T> constexpr void rms_norm_row(const T* x, T* y, std::size_t n, 
     scale_shift(x, y, n, T(0), rstd, gamma, static_cast<const T*>(nullptr));
 }
 
+// ---- Several rows: the statistics of width<T> rows at a time, as vertical vector operations (one
+// accumulator per row, the horizontal sums of all of them in one butterfly, one vector division
+// and square root), so rows do not each wait on their own chain of horizontal sums, division and
+// square root (BM_layer_norm_rows, Zen 4: 16 rows of 64 take 307 -> 193 ns on AVX2, 289 -> 180 ns on
+// AVX-512; at 512 columns, where each row's chain is long enough to hide its latency, 3-15% less).
+// Rows of a length that is not a whole number of vectors, and the last rows, go one by one.
+namespace detail {
+// x: width<T> rows of n (a whole number of vectors) at stride n -> lane r: Σ_j f(acc, x[r, j..], r).
+template <class T, class F> inline simd::vec<T> rows_sum(const T* x, std::size_t n, F f) {
+    constexpr std::size_t W = simd::width<T>;
+    simd::vec<T> acc[W];
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < W; ++r) acc[r] = simd::vec<T>(T(0));
+    for (std::size_t j = 0; j < n; j += W)
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < W; ++r) acc[r] = f(acc[r], simd::load(x + r * n + j), r);
+    return simd::hsum_lanes<T>(acc);
+}
+template <class T> inline bool rows_at_a_time(std::size_t n) { return simd::vectorized<T> && n % simd::width<T> == 0; }
+}  // namespace detail
+
+// x: (rows, n) -> y: (rows, n), each row LayerNorm'd as layer_norm_row; y may alias x.
+template <class T>
+constexpr void layer_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta) {
+    constexpr std::size_t W = simd::width<T>;
+    using V = simd::vec<T>;
+    std::size_t groups = 0;  // (not const: is_constant_evaluated would hold in its initializer)
+    if (!simd::constant_evaluated() && detail::rows_at_a_time<T>(n)) groups = rows / W;
+    for (std::size_t g = 0; g < groups; ++g) {
+            const std::size_t r0 = g * W;
+            const T* xr = x + r0 * n;
+            alignas(64) T mean[W], rstd[W];
+            simd::store(mean, simd::vdiv(detail::rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return a + v; }),
+                                         V(static_cast<T>(n))));
+            const V ss = detail::rows_sum<T>(xr, n, [&mean](const V& a, const V& v, std::size_t r) {
+                const V d = v - V(mean[r]);
+                return simd::fma<T>(d, d, a);
+            });
+            simd::store(rstd, simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps))));
+            for (std::size_t r = 0; r < W; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
+        }
+    for (std::size_t r = groups * W; r < rows; ++r) layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta);
+}
+
+// x: (rows, n) -> y: (rows, n), each row RMSNorm'd as rms_norm_row; y may alias x.
+template <class T> constexpr void rms_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma) {
+    constexpr std::size_t W = simd::width<T>;
+    using V = simd::vec<T>;
+    std::size_t groups = 0;  // (not const: is_constant_evaluated would hold in its initializer)
+    if (!simd::constant_evaluated() && detail::rows_at_a_time<T>(n)) groups = rows / W;
+    for (std::size_t g = 0; g < groups; ++g) {
+            const std::size_t r0 = g * W;
+            const T* xr = x + r0 * n;
+            alignas(64) T rstd[W];
+            const V ss = detail::rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return simd::fma<T>(v, v, a); });
+            simd::store(rstd, simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps))));
+            for (std::size_t r = 0; r < W; ++r)
+                scale_shift(xr + r * n, y + (r0 + r) * n, n, T(0), rstd[r], gamma, static_cast<const T*>(nullptr));
+        }
+    for (std::size_t r = groups * W; r < rows; ++r) rms_norm_row(x + r * n, y + r * n, n, eps, gamma);
+}
+
 // ---- Backward. Statistics are recomputed from the saved input row (one pass over D values,
 // cheaper than storing them). With x̂ = (x - mean)·rstd (LayerNorm) or x·rstd (RMSNorm) and
 // g = dy ∘ gamma:  dgamma += dy ∘ x̂, dbeta += dy,

@@ -88,10 +88,15 @@ constexpr void softmax_col_group(T* s, std::size_t n, std::size_t ld, const T* k
                                  T* corr, Load load, Store store) {
     const V ninf(-std::numeric_limits<T>::infinity()), zero(T(0)), one(T(1)), mo = load(m);
     // key j0 + j is blocked in the columns whose key end it reaches: keys below every column's end
-    // are read as they are, the others blocked (and stored so) where they reach it
-    T kmin = kend[0];
-    for (std::size_t i = 1; i < L; ++i) kmin = kend[i] < kmin ? kend[i] : kmin;
-    const std::size_t open = std::size_t(kmin) > j0 ? (std::size_t(kmin) - j0 < n ? std::size_t(kmin) - j0 : n) : 0;
+    // are read as they are, keys past every column's end are zero probabilities without an exp
+    // (a causal block's first columns), the others blocked (and stored so) where they reach it
+    T kmin = kend[0], kmax = kend[0];
+    for (std::size_t i = 1; i < L; ++i) {
+        kmin = kend[i] < kmin ? kend[i] : kmin;
+        kmax = kend[i] > kmax ? kend[i] : kmax;
+    }
+    const auto in_tile = [j0, n](T e) { return std::size_t(e) > j0 ? (std::size_t(e) - j0 < n ? std::size_t(e) - j0 : n) : 0; };
+    const std::size_t open = in_tile(kmin), need = in_tile(kmax);
     const V ke = load(kend) - V(T(j0));
     V mx[2] = {ninf, ninf};  // two independent chains of maxima (one: 16 x 16 tile 78 -> 93 ns, AVX-512)
     std::size_t j = 0;
@@ -99,7 +104,7 @@ constexpr void softmax_col_group(T* s, std::size_t n, std::size_t ld, const T* k
         mx[0] = simd::vmax(mx[0], load(s + j * ld));
         mx[1] = simd::vmax(mx[1], load(s + (j + 1) * ld));
     }
-    for (; j < n; ++j) {
+    for (; j < need; ++j) {
         V x = load(s + j * ld);
         if (j >= open) {
             x = simd::vselect(V(T(j)) < ke, x, ninf);
@@ -115,11 +120,12 @@ constexpr void softmax_col_group(T* s, std::size_t n, std::size_t ld, const T* k
                               simd::vselect(first, zero, simd::vexp(simd::vselect(first, zero, mo) - simd::vselect(first, zero, m_new))));
     const V shift = simd::vselect(m_new == ninf, zero, m_new);
     V sum = zero;
-    for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t j = 0; j < need; ++j) {
         const V e = simd::vexp_nonpositive(load(s + j * ld) - shift);
         store(s + j * ld, e);
         sum += e;
     }
+    for (std::size_t j = need; j < n; ++j) store(s + j * ld, zero);
     store(m, m_new);
     store(l, load(l) * c + sum);
     store(corr, c);

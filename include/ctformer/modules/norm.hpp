@@ -15,7 +15,10 @@ template <class Cfg> struct norm {
 
     // y: (rows, D) = norm(x: (rows, D)); y may alias x.
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
-        for (std::size_t r = 0; r < rows; ++r) Policy::template apply<D>(np, x + r * D, y + r * D, eps());
+        if constexpr (requires { Policy::template apply_rows<D>(np, x, y, rows, eps()); })
+            Policy::template apply_rows<D>(np, x, y, rows, eps());
+        else
+            for (std::size_t r = 0; r < rows; ++r) Policy::template apply<D>(np, x + r * D, y + r * D, eps());
     }
     // From x: (rows, D) (the forward's input) and dy: (rows, D): grads of the norm's parameters
     // (+=) and dx: (rows, D) (written, or added to when accumulate; dx may alias dy).
