@@ -372,9 +372,9 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             const T* panel = bp;
             if constexpr (BL == b_layout::panels) panel = b + (n0 / NR * K + k0) * NR;
             else pack_b<T, BL>(N, k0, kc, n0, b, ldb, bp);
-            alignas(64) T bias_pad[NR];
-            const T* bias_n = nullptr;
-            if (bias && first) {
+            alignas(64) T bias_pad[NR];  // a partial panel's bias, zero-padded (whole panels read it in place)
+            const T* bias_n = bias && first ? bias + n0 : nullptr;
+            if (bias_n && ncols < NR) {
                 for (std::size_t j = 0; j < NR; ++j) bias_pad[j] = j < ncols ? bias[n0 + j] : T(0);
                 bias_n = bias_pad;
             }
