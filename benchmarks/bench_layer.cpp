@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -309,6 +310,7 @@ CT_PARTS_CROSS(small);
 CT_PARTS_CROSS(base);
 CT_PARTS_CROSS(batched);
 CT_PARTS_SELF(gpt);
+CT_SEQUENCE_SELF(gpt);
 #ifdef CTFORMER_HAVE_EIGEN
 CT_BENCH(BM_eigen<tiny>, "layer/tiny/eigen");
 CT_BENCH(BM_eigen<small>, "layer/small/eigen");

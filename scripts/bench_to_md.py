@@ -147,44 +147,58 @@ for shape in ("tiny", "small", "base", "batched", "gpt"):
     if c and parts and peak:
         breakdown.append((shape, c, parts))
 if breakdown:
-    p("## Where the time goes (each call of the layer's forward timed alone, same run)\n")
+    p("## Where the time goes (each call of the layer's forward timed alone and in sequence, same run)\n")
     p("`parts/<shape>/<part>` (`benchmarks/layer_parts.hpp`) times each call the forward makes through the "
-      "module API, with the layer's weights, workspace and sizes: the weight GEMMs (QKV, out_proj, the "
-      "memory's K/V, FFN; bias, activation and residual in their epilogues), the attention heads (key "
-      "transposes, score and value products, masked online softmax), the norms. *Rest* is the whole "
-      "layer minus the parts: input checks, the residual copy, and what the sequence pays that a part "
-      "repeated alone in warm caches does not (weights evicted by the previous call, cold branches). "
-      "*Over peak* is a part's time minus its FLOPs at the probe's peak: where the time above the ideal "
-      "is spent. Attention FLOPs are counted dense (a causal head computes about half of them).\n")
-    p("| shape | layer | GEMMs | GEMMs' % of peak | attention heads | heads' % of peak | norms | rest | "
-      "over peak: GEMMs / heads / norms + rest |")
-    p("|---|---|---|---|---|---|---|---|---|")
+      "module API, with the layer's weights, workspace and sizes, repeated alone: the weight GEMMs (QKV, "
+      "out_proj, the memory's K/V, FFN; bias, activation and residual in their epilogues), the attention "
+      "heads (key transposes, score and value products, masked online softmax), the norms. "
+      "`parts/<shape>/sequence` runs the same calls one after another in the forward's order and times "
+      "each: there every call finds its weights and operands where the previous calls left the caches "
+      "(the layer's weights and buffers, 16 MB at base, cycle through L2 and L3 once per forward). "
+      "*Sequence − alone* is what that costs; *outside the parts* is the layer minus the sequence (input "
+      "checks, the residual copy, calls). *Over peak* is a part's time alone minus its FLOPs at the "
+      "probe's peak. Attention FLOPs are counted dense (a causal head computes about half of them).\n")
+    p("| shape | layer | GEMMs alone | GEMMs' % of peak | attention heads | heads' % of peak | norms | "
+      "sequence − alone | outside the parts | over peak: GEMMs / heads / norms |")
+    p("|---|---|---|---|---|---|---|---|---|---|")
+    def seq_us(parts, name):
+        sq = parts.get("sequence", {})
+        return sq.get("seq_" + name)
     for shape, c, parts in breakdown:
         def group(names):
             ts = [us(parts[n]) for n in names if n in parts]
             fl = sum(parts[n].get("flops", 0) for n in names if n in parts)
             return sum(ts), fl
+        names = [n for n in parts if n != "sequence"]
         g_t, g_f = group(GEMM_PARTS)
         h_t, h_f = group(HEAD_PARTS)
         n_t, _ = group(("norms",))
         total = us(c)
-        rest = total - g_t - h_t - n_t
+        seq = [seq_us(parts, n) for n in names]
+        seq_t = sum(seq) if all(x is not None for x in seq) else None
         ideal = lambda f: f / (peak * 1e9) * 1e6
         share = lambda x: "%.1f µs (%.0f%%)" % (x, 100 * x / total)
-        p("| %s | %.1f µs | %s | %.0f%% | %s | %.0f%% | %s | %s | %.1f / %.1f / %.1f µs |" % (
+        p("| %s | %.1f µs | %s | %.0f%% | %s | %.0f%% | %s | %s | %s | %.1f / %.1f / %.1f µs |" % (
             shape, total, share(g_t), 100 * ideal(g_f) / g_t if g_t else 0, share(h_t),
-            100 * ideal(h_f) / h_t if h_t else 0, share(n_t), share(rest), g_t - ideal(g_f), h_t - ideal(h_f),
-            n_t + rest))
+            100 * ideal(h_f) / h_t if h_t else 0, share(n_t),
+            share(seq_t - g_t - h_t - n_t) if seq_t is not None else "—",
+            share(total - seq_t) if seq_t is not None else share(total - g_t - h_t - n_t),
+            g_t - ideal(g_f), h_t - ideal(h_f), n_t))
     p("")
     p("<details><summary>Every part</summary>\n")
-    p("| shape | part | time | % of the layer | % of peak |")
-    p("|---|---|---|---|---|")
+    p("| shape | part | alone | % of peak alone | in sequence | % of peak in sequence | % of the layer (in sequence) |")
+    p("|---|---|---|---|---|---|---|")
     for shape, c, parts in breakdown:
         order = ("norms", "qkv", "self_heads", "self_out", "cross_q", "memory_kv", "cross_heads", "cross_out", "ffn1", "ffn2")
         for name, b in sorted(parts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)):
+            if name == "sequence":
+                continue
             f = b.get("flops", 0)
-            p("| %s | %s | %.2f µs | %.1f%% | %s |" % (shape, name, us(b), 100 * us(b) / us(c),
-                                                    ("%.0f%%" % (100 * f / (us(b) * 1e-6) / (peak * 1e9))) if f else "—"))
+            sq = seq_us(parts, name)
+            pk = lambda t: ("%.0f%%" % (100 * f / (t * 1e-6) / (peak * 1e9))) if f and t else "—"
+            p("| %s | %s | %.2f µs | %s | %s | %s | %s |" % (
+                shape, name, us(b), pk(us(b)), ("%.2f µs" % sq) if sq is not None else "—", pk(sq),
+                ("%.1f%%" % (100 * sq / us(c))) if sq is not None else "—"))
     p("\n</details>\n")
 p("## Incremental decoding (one token through the KV caches, cache length = T, memory = S)\n")
 p("| shape | step latency | its weight GEMVs alone | Eigen step (KV caches) | vs Eigen | "
