@@ -83,19 +83,28 @@ template <class T, class F> inline simd::vec<T> rows_sum(const T* x, std::size_t
         for (std::size_t r = 0; r < W; ++r) acc[r] = f(acc[r], simd::load(x + r * n + j), r);
     return simd::hsum_lanes<T>(acc);
 }
-// 1 / sqrt(ss / n + eps), lane for lane: the rows' rstd from their sums of squares.
-template <class T> inline simd::vec<T> rstd_lanes(const simd::vec<T>& ss, std::size_t n, T eps) {
+// y = (x - mean) · rstd · gamma [+ beta] for width<T> rows at r0 at a time (Centered: LayerNorm's
+// mean and variance; else RMSNorm's mean of squares, mean 0) where n is a whole number of vectors
+// and not in a constant expression; row(r) (the one-row kernel) for the rows left.
+template <bool Centered, class T, class Row>
+constexpr void norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta, Row row) {
     using V = simd::vec<T>;
-    return simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps)));
-}
-// group(r0) for each width<T> rows from r0 where n is a whole number of vectors (and not in a
-// constant expression), then row(r) for the rows left.
-template <class T, class Group, class Row>
-constexpr void by_row_groups(std::size_t rows, std::size_t n, Group group, Row row) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t grouped = 0;  // (not const: is_constant_evaluated would hold in its initializer)
     if (!simd::constant_evaluated() && simd::vectorized<T> && n % W == 0) grouped = rows / W * W;
-    for (std::size_t r0 = 0; r0 < grouped; r0 += W) group(r0);
+    for (std::size_t r0 = 0; r0 < grouped; r0 += W) {
+        const T* xr = x + r0 * n;
+        alignas(64) T mean[W] = {}, rstd[W];
+        if constexpr (Centered)
+            simd::store(mean, simd::vdiv(rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return a + v; }),
+                                         V(static_cast<T>(n))));
+        const V ss = rows_sum<T>(xr, n, [&mean](const V& a, const V& v, std::size_t r) {
+            const V d = Centered ? v - V(mean[r]) : v;
+            return simd::fma<T>(d, d, a);
+        });
+        simd::store(rstd, simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps))));
+        for (std::size_t r = 0; r < W; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
+    }
     for (std::size_t r = grouped; r < rows; ++r) row(r);
 }
 }  // namespace detail
@@ -103,40 +112,14 @@ constexpr void by_row_groups(std::size_t rows, std::size_t n, Group group, Row r
 // x: (rows, n) -> y: (rows, n), each row LayerNorm'd as layer_norm_row; y may alias x.
 template <class T>
 constexpr void layer_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta) {
-    using V = simd::vec<T>;
-    constexpr std::size_t W = simd::width<T>;
-    detail::by_row_groups<T>(
-        rows, n,
-        [&](std::size_t r0) {
-            const T* xr = x + r0 * n;
-            alignas(64) T mean[W], rstd[W];
-            const V s = detail::rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return a + v; });
-            simd::store(mean, simd::vdiv(s, V(static_cast<T>(n))));
-            const V ss = detail::rows_sum<T>(xr, n, [&mean](const V& a, const V& v, std::size_t r) {
-                const V d = v - V(mean[r]);
-                return simd::fma<T>(d, d, a);
-            });
-            simd::store(rstd, detail::rstd_lanes<T>(ss, n, eps));
-            for (std::size_t r = 0; r < W; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
-        },
-        [&](std::size_t r) { layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta); });
+    detail::norm_rows<true>(x, y, rows, n, eps, gamma, beta,
+                            [&](std::size_t r) { layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta); });
 }
 
 // x: (rows, n) -> y: (rows, n), each row RMSNorm'd as rms_norm_row; y may alias x.
 template <class T> constexpr void rms_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma) {
-    using V = simd::vec<T>;
-    constexpr std::size_t W = simd::width<T>;
-    detail::by_row_groups<T>(
-        rows, n,
-        [&](std::size_t r0) {
-            const T* xr = x + r0 * n;
-            alignas(64) T rstd[W];
-            const V ss = detail::rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return simd::fma<T>(v, v, a); });
-            simd::store(rstd, detail::rstd_lanes<T>(ss, n, eps));
-            for (std::size_t r = 0; r < W; ++r)
-                scale_shift(xr + r * n, y + (r0 + r) * n, n, T(0), rstd[r], gamma, static_cast<const T*>(nullptr));
-        },
-        [&](std::size_t r) { rms_norm_row(x + r * n, y + r * n, n, eps, gamma); });
+    detail::norm_rows<false>(x, y, rows, n, eps, gamma, static_cast<const T*>(nullptr),
+                             [&](std::size_t r) { rms_norm_row(x + r * n, y + r * n, n, eps, gamma); });
 }
 
 // ---- Backward. Statistics are recomputed from the saved input row (one pass over D values,
