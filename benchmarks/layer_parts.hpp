@@ -83,8 +83,8 @@ template <const shape& s, part q> void BM_part(benchmark::State& st) {
 // parts/<shape>/sequence: the parts in the forward's order (the norms as one call, where the first
 // of them runs), one after another as the layer runs them: each part's weights and operands are
 // where the previous parts left the caches. Each call is timed by the clock: counter seq_<part> is
-// its mean time in µs. Beside parts/<shape>/<part>
-// (the same call repeated alone) it says which calls the sequence slows down.
+// its mean time in µs. Beside parts/<shape>/<part> (the same call repeated alone) it says which
+// calls the sequence slows down.
 template <const shape& s, part... qs> void BM_sequence(benchmark::State& st) {
     using R = layer_rig<s>;
     R::fill_all();

@@ -85,9 +85,9 @@ template <class T, class F> inline simd::vec<T> rows_sum(const T* x, std::size_t
 }
 // y = (x - mean) · rstd · gamma [+ beta] for width<T> rows at r0 at a time (Centered: LayerNorm's
 // mean and variance; else RMSNorm's mean of squares, mean 0) where n is a whole number of vectors
-// and not in a constant expression; row(r) (the one-row kernel) for the rows left.
-template <bool Centered, class T, class Row>
-constexpr void norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta, Row row) {
+// and not in a constant expression; the rows left one by one (layer_norm_row, rms_norm_row).
+template <bool Centered, class T>
+constexpr void norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta) {
     using V = simd::vec<T>;
     constexpr std::size_t W = simd::width<T>;
     std::size_t grouped = 0;  // (not const: is_constant_evaluated would hold in its initializer)
@@ -105,21 +105,22 @@ constexpr void norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T ep
         simd::store(rstd, simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps))));
         for (std::size_t r = 0; r < W; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
     }
-    for (std::size_t r = grouped; r < rows; ++r) row(r);
+    for (std::size_t r = grouped; r < rows; ++r) {
+        if constexpr (Centered) layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta);
+        else rms_norm_row(x + r * n, y + r * n, n, eps, gamma);
+    }
 }
 }  // namespace detail
 
 // x: (rows, n) -> y: (rows, n), each row LayerNorm'd as layer_norm_row; y may alias x.
 template <class T>
 constexpr void layer_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta) {
-    detail::norm_rows<true>(x, y, rows, n, eps, gamma, beta,
-                            [&](std::size_t r) { layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta); });
+    detail::norm_rows<true>(x, y, rows, n, eps, gamma, beta);
 }
 
 // x: (rows, n) -> y: (rows, n), each row RMSNorm'd as rms_norm_row; y may alias x.
 template <class T> constexpr void rms_norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma) {
-    detail::norm_rows<false>(x, y, rows, n, eps, gamma, static_cast<const T*>(nullptr),
-                             [&](std::size_t r) { rms_norm_row(x + r * n, y + r * n, n, eps, gamma); });
+    detail::norm_rows<false>(x, y, rows, n, eps, gamma, static_cast<const T*>(nullptr));
 }
 
 // ---- Backward. Statistics are recomputed from the saved input row (one pass over D values,
