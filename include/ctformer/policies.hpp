@@ -31,16 +31,13 @@ struct relu {
         return simd::vselect(x > V(T(0)), V(T(1)), V(T(0)));
     }
 };
-// PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)).
+// PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)) = x·Φ(x).
 struct gelu {
-    template <class V> constexpr V operator()(const V& x) const {
-        using T = detail::lane_t<V>;
-        return V(T(0.5)) * x * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
-    }
+    template <class V> constexpr V operator()(const V& x) const { return x * simd::vnormal_cdf(x); }
     // Φ(x) + x·φ(x)
     template <class V> constexpr V derivative(const V& x) const {
         using T = detail::lane_t<V>;
-        const V cdf = V(T(0.5)) * (V(T(1)) + simd::verf(x * V(T(0.70710678118654752440))));
+        const V cdf = simd::vnormal_cdf(x);
         const V pdf = V(T(0.39894228040143267794)) * simd::vexp_nonpositive(V(T(-0.5)) * x * x);
         return cdf + x * pdf;
     }

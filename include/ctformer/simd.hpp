@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "cmath.hpp"
 
@@ -305,8 +306,18 @@ template <class T> constexpr T s_sqrt(T x) { if (std::is_constant_evaluated()) r
     if constexpr (std::is_arithmetic_v<V>) return scalar_expr; \
     else return vector_expr;
 #endif
-// (select rather than xsimd::max: the latter trips a GCC 12 false positive in avx512fintrin.h)
-template <class V> constexpr V vmax(const V& a, const V& b) { CTFORMER_VMATH(a > b ? a : b, xsimd::select(a > b, a, b)) }
+// max(a, b) = a > b ? a : b and min(a, b) = a < b ? a : b, lane by lane: b where either is NaN.
+// On x86 that is exactly the max/min instruction (one instruction where a compare and a blend
+// would be two; xsimd's max/min are those instructions there), elsewhere a select (NEON's max
+// returns NaN for either NaN operand).
+#if CTFORMER_XSIMD && defined(__SSE2__)
+#define CTFORMER_VMINMAX(op, cmp) CTFORMER_VMATH(a cmp b ? a : b, xsimd::op(a, b))
+#else
+#define CTFORMER_VMINMAX(op, cmp) CTFORMER_VMATH(a cmp b ? a : b, xsimd::select(a cmp b, a, b))
+#endif
+template <class V> constexpr V vmax(const V& a, const V& b) { CTFORMER_VMINMAX(max, >) }
+template <class V> constexpr V vmin(const V& a, const V& b) { CTFORMER_VMINMAX(min, <) }
+#undef CTFORMER_VMINMAX
 template <class V, class M> constexpr V vselect(const M& m, const V& a, const V& b) {
     CTFORMER_VMATH(m ? a : b, xsimd::select(m, a, b))
 }
@@ -362,21 +373,42 @@ template <class V> [[gnu::always_inline]] constexpr inline V vexp_nonpositive(co
 // a relative minimax by tools/fit_erf.py: 0.55 ε of approximation, 2.7 ε measured in float over
 // [-6, 6] (docs/design.md). One division and ten FMAs where xsimd's erf evaluates two polynomials,
 // an exp and a division and blends them. Doubles use xsimd's.
-#if CTFORMER_XSIMD
-template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) {
-    const V a = vselect(x > V(4.f), V(4.f), vselect(x < V(-4.f), V(-4.f), x)), t = a * a;
-    V p = vfma(t, V(0x1.484f4ep-26f), V(-0x1.04b09ap-19f));
-    p = vfma(t, p, V(0x1.34e448p-13f));
-    p = vfma(t, p, V(0x1.058b84p-8f));
-    p = vfma(t, p, V(0x1.a619bap-5f));
-    p = vfma(t, p, V(0x1.a83536p-3f));
-    p = vfma(t, p, V(0x1.20dd74p+0f));
-    V q = vfma(t, V(0x1.0bb1c6p-10f), V(0x1.ea2ac8p-7f));
-    q = vfma(t, q, V(0x1.e33898p-4f));
-    q = vfma(t, q, V(0x1.08a6d6p-1f));
-    q = vfma(t, q, V(1.f));
-    return a * p / q;
+namespace detail {
+// P and Q (t⁰ first) scaled for an argument u = r·x: erf(r·x) = x·(r·P(r²·x²))/Q(r²·x²), so
+// coefficient i of P is P_i·r·r²ⁱ·s (s: a constant factor folded in) and of Q, Q_i·r²ⁱ.
+struct erf_rational {
+    float p[7], q[5];
+};
+constexpr erf_rational erf_scaled(double r, double s) {
+    constexpr double P[] = {0x1.20dd74p+0,  0x1.a83536p-3,   0x1.a619bap-5, 0x1.058b84p-8,
+                            0x1.34e448p-13, -0x1.04b09ap-19, 0x1.484f4ep-26};
+    constexpr double Q[] = {1.0, 0x1.08a6d6p-1, 0x1.e33898p-4, 0x1.ea2ac8p-7, 0x1.0bb1c6p-10};
+    erf_rational c{};
+    double r2i = 1;  // (r²)ⁱ
+    for (int i = 0; i < 7; r2i *= r * r, ++i) {
+        c.p[i] = static_cast<float>(P[i] * r * r2i * s);
+        if (i < 5) c.q[i] = static_cast<float>(Q[i] * r2i);
+    }
+    return c;
 }
+inline constexpr erf_rational erf_plain = erf_scaled(1, 1);  // the fitted float coefficients themselves
+// Φ(x) - 1/2 = erf(x/√2)/2: r = 1/√2, s = 1/2 (Q's coefficients exact: powers of two)
+inline constexpr erf_rational normal_cdf_half = erf_scaled(0.70710678118654752440, 0.5);
+#if CTFORMER_XSIMD
+template <std::size_t N, class V> [[gnu::always_inline]] inline V horner(const V& t, const float (&c)[N]) {
+    V y = vfma(t, V(c[N - 1]), V(c[N - 2]));
+    [&]<std::size_t... I>(std::index_sequence<I...>) { ((y = vfma(t, y, V(c[N - 3 - I]))), ...); }(std::make_index_sequence<N - 2>{});
+    return y;
+}
+// a·P(a²)/Q(a²) with coefficients E and a = x clamped to [-lim, lim] (NaN passes the clamp).
+template <const erf_rational& E, class V> [[gnu::always_inline]] inline V erf_ratio(const V& x, float lim) {
+    const V a = vmin(V(lim), vmax(V(-lim), x)), t = a * a;
+    return a * horner(t, E.p) / horner(t, E.q);
+}
+#endif
+}  // namespace detail
+#if CTFORMER_XSIMD
+template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) { return detail::erf_ratio<detail::erf_plain>(x, 4.f); }
 #endif
 template <class V> constexpr V verf(const V& x) {
 #if CTFORMER_XSIMD
@@ -384,6 +416,24 @@ template <class V> constexpr V verf(const V& x) {
         if constexpr (std::is_same_v<typename V::value_type, float>) return verf_float(x);
 #endif
     CTFORMER_VMATH(detail::s_erf(x), xsimd::erf(x))
+}
+// Φ(x) = (1 + erf(x/√2))/2, the standard normal's CDF (GELU: x·Φ(x)). Float vectors fold the 1/√2
+// and the 1/2 into verf_float's coefficients (x clamped to ±4√2: two multiplications fewer per
+// vector) and clamp at 0: far below, where erf's rounding would leave -6e-8, Φ is 0 (GELU -0 as in
+// PyTorch, not +6e-6 at x = -100; NaN at -inf as there).
+template <class V> constexpr V vnormal_cdf(const V& x) {
+    if constexpr (std::is_arithmetic_v<V>) {
+        return V(0.5) * (V(1) + verf(x * V(0.70710678118654752440)));
+    }
+#if CTFORMER_XSIMD
+    else {
+        using T = typename V::value_type;
+        if constexpr (std::is_same_v<T, float>)
+            return vmax(V(0.f), detail::erf_ratio<detail::normal_cdf_half>(x, 5.65685424949238019520f) + V(0.5f));
+        else
+            return V(T(0.5)) * (V(T(1)) + verf(x * V(T(0.70710678118654752440))));
+    }
+#endif
 }
 template <class V> constexpr V vtanh(const V& x) { CTFORMER_VMATH(detail::s_tanh(x), xsimd::tanh(x)) }
 // a / b, correctly rounded: xsimd 8.1's aarch64 backend divides only doubles itself, floats fall
