@@ -655,6 +655,30 @@ TEST_CASE_TEMPLATE("kernels: normal CDF and GELU accuracy (float: erf's rational
     }
 }
 
+TEST_CASE_TEMPLATE("kernels: vector erf and tanh at ±inf, NaN and huge arguments (no out-of-range conversion)", T, float, double) {
+    // (xsimd's double erf and tanh convert through exp to 64-bit integers in software: UBSan
+    // caught ±inf there; simd::verf / vtanh clamp their arguments where the result is ±1)
+    constexpr std::size_t W = ct::simd::width<T>;
+    using lim = std::numeric_limits<T>;
+    const T xs[] = {-lim::infinity(), lim::infinity(), lim::quiet_NaN(), T(1e30), T(-1e30), lim::max(), T(30), T(-30)};
+    for (const T x : xs) {
+        alignas(64) T in[W], e[W], t[W];
+        for (std::size_t l = 0; l < W; ++l) in[l] = x;
+        ct::simd::store(e, ct::simd::verf(ct::simd::load(in)));
+        ct::simd::store(t, ct::simd::vtanh(ct::simd::load(in)));
+        INFO("x = " << x << ": erf " << e[0] << ", tanh " << t[0]);
+        for (std::size_t l = 0; l < W; ++l) {
+            if (std::isnan(x)) {
+                CHECK(std::isnan(e[l]));
+                CHECK(std::isnan(t[l]));
+            } else {
+                CHECK(std::fabs(e[l] - std::erf(x)) <= 2 * lim::epsilon());  // (float: the rational's ±1 within 1 ulp)
+                CHECK(std::fabs(t[l] - std::tanh(x)) <= 2 * lim::epsilon());
+            }
+        }
+    }
+}
+
 TEST_CASE_TEMPLATE("kernels: vmax / vmin are a > b ? a : b and a < b ? a : b lane by lane (b where either is NaN)", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     using lim = std::numeric_limits<T>;

@@ -410,12 +410,26 @@ template <const erf_rational& E, class V> [[gnu::always_inline]] inline V erf_ra
 #if CTFORMER_XSIMD
 template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) { return detail::erf_ratio<detail::erf_plain>(x, 4.f); }
 #endif
+#if CTFORMER_XSIMD
+namespace detail {
+// xsimd's double erf and tanh go through its exp, which converts to 64-bit integers in software:
+// undefined behaviour (UBSan) for ±inf, NaN and |x| past ~3e9. f is called on x clamped to ±lim,
+// where it is already ±1 in double, and NaN is passed around it.
+template <class V, class F> [[gnu::always_inline]] inline V saturated(const V& x, typename V::value_type lim, F f) {
+    const auto nan = !(x == x);
+    const V safe = xsimd::select(nan, V(0), vmin(V(lim), vmax(V(-lim), x)));
+    return xsimd::select(nan, x, f(safe));
+}
+}  // namespace detail
+#endif
 template <class V> constexpr V verf(const V& x) {
 #if CTFORMER_XSIMD
-    if constexpr (!std::is_arithmetic_v<V>)
+    if constexpr (!std::is_arithmetic_v<V>) {
         if constexpr (std::is_same_v<typename V::value_type, float>) return verf_float(x);
+        else return detail::saturated(x, 6, [](const V& v) { return xsimd::erf(v); });  // erfc(6) < 2^-54
+    } else
 #endif
-    CTFORMER_VMATH(detail::s_erf(x), xsimd::erf(x))
+        return detail::s_erf(x);
 }
 // Φ(x) = (1 + erf(x/√2))/2, the standard normal's CDF (GELU: x·Φ(x)). Float vectors fold the 1/√2
 // and the 1/2 into verf_float's coefficients (x clamped to ±4√2: two multiplications fewer per
@@ -435,7 +449,15 @@ template <class V> constexpr V vnormal_cdf(const V& x) {
     }
 #endif
 }
-template <class V> constexpr V vtanh(const V& x) { CTFORMER_VMATH(detail::s_tanh(x), xsimd::tanh(x)) }
+template <class V> constexpr V vtanh(const V& x) {
+#if CTFORMER_XSIMD
+    if constexpr (!std::is_arithmetic_v<V>) {
+        if constexpr (std::is_same_v<typename V::value_type, float>) return xsimd::tanh(x);  // (its exp converts in hardware)
+        else return detail::saturated(x, 20, [](const V& v) { return xsimd::tanh(v); });  // 1 - tanh(20) < 2^-55
+    } else
+#endif
+        return detail::s_tanh(x);
+}
 // a / b, correctly rounded: xsimd 8.1's aarch64 backend divides only doubles itself, floats fall
 // back to armv7's reciprocal estimate and Newton steps (ulps off: AdamW's bit-for-bit test caught
 // it), so aarch64 floats call the instruction. (The kernels' other divisions keep xsimd's `/`:
