@@ -409,8 +409,6 @@ template <const erf_rational& E, class V> [[gnu::always_inline]] inline V erf_ra
 }  // namespace detail
 #if CTFORMER_XSIMD
 template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) { return detail::erf_ratio<detail::erf_plain>(x, 4.f); }
-#endif
-#if CTFORMER_XSIMD
 namespace detail {
 // xsimd's double erf and tanh go through its exp, which converts to 64-bit integers in software:
 // undefined behaviour (UBSan) for ±inf, NaN and |x| past ~3e9. f is called on x clamped to ±lim,
