@@ -608,10 +608,12 @@ TEST_CASE_TEMPLATE("kernels: vector exp / erf / tanh accuracy (documented in doc
 TEST_CASE_TEMPLATE("kernels: normal CDF and GELU accuracy (float: erf's rational with 1/sqrt(2) folded in)", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     const double eps = std::numeric_limits<T>::epsilon();
-    // Measured (float): Φ 1.5 eps absolute over [-12, 12] (1.9 without fused multiply-adds), 2.8 eps
-    // relative above -1; GELU 1.8 eps of max(1, |x|) absolute, 3.0 eps relative above -1. Below
-    // -1 Φ = (1 + erf)/2 cancels (PyTorch computes it the same way): only absolutely accurate there.
-    const double bound = sizeof(T) == 4 ? 4 : 64;
+    // Measured (float): Φ 1.5 eps absolute over [-12, 12], 2.6 eps relative above -1; GELU 1.7 eps
+    // of max(1, |x|) absolute, 2.9 eps relative above -1 (AVX-512). armv7 NEON, without fused
+    // multiply-adds and with xsimd's reciprocal-estimate division: 1.9, 3.7, 2.1 and 4.0 eps.
+    // Below -1 Φ = (1 + erf)/2 cancels (PyTorch computes it the same way): only absolutely
+    // accurate there.
+    const double bound = sizeof(T) == 4 ? 5 : 64;
     double phi_abs = 0, phi_rel = 0, gelu_abs = 0, gelu_rel = 0;
     const std::size_t n = 240000;
     for (std::size_t i = 0; i + W <= n; i += W) {
