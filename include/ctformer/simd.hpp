@@ -325,14 +325,23 @@ template <class V, class M> constexpr V vselect(const M& m, const V& a, const V&
 // score is -inf): the argument is clamped to where exp is already 0 or inf, NaN is passed around.
 // Always inlined: GCC otherwise calls it once per vector of a softmax, spilling the caller's
 // registers (measured on AVX-512, Zen 5: a 32 x 32 attention head 1.53 -> 1.38 µs inlined).
+#if CTFORMER_XSIMD
+namespace detail {
+// f(x) for x clamped to [lo, hi] (where f is already its limit), NaN passed around f: xsimd's exp
+// (and its double erf and tanh, through it) convert to integers, undefined for ±inf and NaN.
+template <class V, class F> [[gnu::always_inline]] inline V saturated(const V& x, const V& lo, const V& hi, F f) {
+    const auto nan = !(x == x);  // (x != x is an ordered compare for double on some xsimd archs: false for NaN)
+    return xsimd::select(nan, x, f(xsimd::select(nan, lo, vmin(hi, vmax(lo, x)))));
+}
+}  // namespace detail
+// Vectors of float (the kernels' fast paths).
+template <class V> concept float_vector = requires { typename V::value_type; } && std::is_same_v<typename V::value_type, float>;
+#endif
 template <class V> [[gnu::always_inline]] constexpr inline V vexp(const V& x) {
 #if CTFORMER_XSIMD
     if constexpr (!std::is_arithmetic_v<V>) {
-        using T = typename V::value_type;
-        constexpr T lo = std::is_same_v<T, float> ? T(-104) : T(-746), hi = std::is_same_v<T, float> ? T(89) : T(710);
-        const auto nan = !(x == x);  // (x != x is an ordered compare for double on some xsimd archs: false for NaN)
-        const V safe = xsimd::select(nan, V(T(0)), xsimd::select(x < V(lo), V(lo), xsimd::select(x > V(hi), V(hi), x)));
-        return xsimd::select(nan, x, xsimd::exp(safe));
+        constexpr bool f = float_vector<V>;
+        return detail::saturated(x, V(f ? -104 : -746), V(f ? 89 : 710), [](const V& v) { return xsimd::exp(v); });
     } else
 #endif
         return detail::s_exp(x);
@@ -409,23 +418,14 @@ template <const erf_rational& E, class V> [[gnu::always_inline]] inline V erf_ra
 }  // namespace detail
 #if CTFORMER_XSIMD
 template <class V> [[gnu::always_inline]] inline V verf_float(const V& x) { return detail::erf_ratio<detail::erf_plain>(x, 4.f); }
-namespace detail {
-// xsimd's double erf and tanh go through its exp, which converts to 64-bit integers in software:
-// undefined behaviour (UBSan) for ±inf, NaN and |x| past ~3e9. f is called on x clamped to ±lim,
-// where it is already ±1 in double, and NaN is passed around it.
-template <class V, class F> [[gnu::always_inline]] inline V saturated(const V& x, typename V::value_type lim, F f) {
-    const auto nan = !(x == x);
-    const V safe = xsimd::select(nan, V(0), vmin(V(lim), vmax(V(-lim), x)));
-    return xsimd::select(nan, x, f(safe));
-}
-}  // namespace detail
 #endif
+// Double vectors: xsimd's erf and tanh, whose exp converts to 64-bit integers in software
+// (undefined for ±inf and NaN, caught by UBSan), on x clamped where they are ±1 in double.
 template <class V> constexpr V verf(const V& x) {
 #if CTFORMER_XSIMD
-    if constexpr (!std::is_arithmetic_v<V>) {
-        if constexpr (std::is_same_v<typename V::value_type, float>) return verf_float(x);
-        else return detail::saturated(x, 6, [](const V& v) { return xsimd::erf(v); });  // erfc(6) < 2^-54
-    } else
+    if constexpr (float_vector<V>) return verf_float(x);
+    else if constexpr (!std::is_arithmetic_v<V>) return detail::saturated(x, V(-6), V(6), [](const V& v) { return xsimd::erf(v); });  // erfc(6) < 2^-54
+    else
 #endif
         return detail::s_erf(x);
 }
@@ -434,25 +434,18 @@ template <class V> constexpr V verf(const V& x) {
 // vector) and clamp at 0: far below, where erf's rounding would leave -6e-8, Φ is 0 (GELU -0 as in
 // PyTorch, not +6e-6 at x = -100; NaN at -inf as there).
 template <class V> constexpr V vnormal_cdf(const V& x) {
-    if constexpr (std::is_arithmetic_v<V>) {
-        return V(0.5) * (V(1) + verf(x * V(0.70710678118654752440)));
-    }
 #if CTFORMER_XSIMD
-    else {
-        using T = typename V::value_type;
-        if constexpr (std::is_same_v<T, float>)
-            return vmax(V(0.f), detail::erf_ratio<detail::normal_cdf_half>(x, 5.65685424949238019520f) + V(0.5f));
-        else
-            return V(T(0.5)) * (V(T(1)) + verf(x * V(T(0.70710678118654752440))));
-    }
+    if constexpr (float_vector<V>)
+        return vmax(V(0.f), detail::erf_ratio<detail::normal_cdf_half>(x, 5.65685424949238019520f) + V(0.5f));
+    else
 #endif
+        return V(0.5) * (V(1) + verf(x * V(0.70710678118654752440)));
 }
 template <class V> constexpr V vtanh(const V& x) {
 #if CTFORMER_XSIMD
-    if constexpr (!std::is_arithmetic_v<V>) {
-        if constexpr (std::is_same_v<typename V::value_type, float>) return xsimd::tanh(x);  // (its exp converts in hardware)
-        else return detail::saturated(x, 20, [](const V& v) { return xsimd::tanh(v); });  // 1 - tanh(20) < 2^-55
-    } else
+    if constexpr (float_vector<V>) return xsimd::tanh(x);  // (its exp converts in hardware)
+    else if constexpr (!std::is_arithmetic_v<V>) return detail::saturated(x, V(-20), V(20), [](const V& v) { return xsimd::tanh(v); });  // 1 - tanh(20) < 2^-55
+    else
 #endif
         return detail::s_tanh(x);
 }
