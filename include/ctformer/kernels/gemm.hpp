@@ -143,6 +143,12 @@ constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, c
 // do not pay back: the FFN's second GEMM over padded hidden rows (128x512x2048, rows 8,256 bytes
 // apart), AVX-512 Zen 4: packed 2470 µs, in place 2370 µs; gpt's 64x256x1024 317 -> 294 µs.
 inline constexpr std::size_t a_unpacked_bytes = 16 * 1024, a_alias_bytes = 4096;
+// Whether the packed path packs a's (rows x kc) block (always when a is transposed; never on
+// compact kernels, which have no caches to feed).
+template <class T, a_layout AL> constexpr bool packs_a(std::size_t rows, std::size_t kc, std::size_t lda) {
+    return AL == a_layout::cols || (!gemm_tile<T>::compact && rows * kc * sizeof(T) > a_unpacked_bytes &&
+                                    lda * sizeof(T) % a_alias_bytes == 0);
+}
 
 // Few rows (a decoding step, a GEMV): stream b's rows front to back, four at a time, and
 // accumulate the M <= small_m_rows output rows in c (which stays in L1). Reading b contiguously is
@@ -204,9 +210,10 @@ template <class T> constexpr std::size_t tn_block_rows(std::size_t kc) {
 }
 
 // Software prefetch (into L2) for the packed path: weights and gradients come from L3 or DRAM in a
-// layer (its operands do not fit L2), and each panel's first row tile would otherwise wait on
-// them. The lines of the next panel are requested a share per row tile of the current one; the
-// next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no caches).
+// layer (its operands do not fit L2), and each block's first row tile would otherwise wait on
+// them. The lines of the block read next are requested a share per row tile of the current one;
+// the next tile's c before a tile that reads it. Not on compact kernels (microcontrollers: no
+// caches).
 template <class T> inline void prefetch_l1(const T* p) { __builtin_prefetch(p, 0, 3); }
 template <class T> inline void prefetch_l2(const T* p) { __builtin_prefetch(p, 0, 2); }
 inline constexpr std::size_t line_bytes = 64, prefetch_min_bytes = 256 * 1024, forward_prefetch_min_bytes = 1024 * 1024;
@@ -294,20 +301,26 @@ inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc
     }
 }
 
-// Share `part` of `parts` of the lines panel n0 of b's block [k0, k0 + kc) is read from.
+// Share `part` of `parts` of the lines of [p, p + n).
+template <class T> inline void prefetch_share(const T* p, std::size_t n, std::size_t part, std::size_t parts) {
+    constexpr std::size_t L = line_bytes / sizeof(T);
+    const std::size_t lines = (n + L - 1) / L;
+    for (std::size_t l = part * lines / parts; l < (part + 1) * lines / parts; ++l) prefetch_l2(p + l * L);
+}
+
+// Share `part` of `parts` of the lines panel n0 of b's block [k0, k0 + kc) is read from (b packed
+// from rows or from transposed panels: the backward's operands).
 template <class T, b_layout BL>
-inline void prefetch_b_share(std::size_t N, std::size_t K, std::size_t k0, std::size_t kc, std::size_t n0, const T* b,
+inline void prefetch_b_share(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0, const T* b,
                              std::size_t ldb, std::size_t part, std::size_t parts) {
     constexpr std::size_t NR = gemm_tile<T>::NR, L = line_bytes / sizeof(T);  // elements per line
     constexpr std::size_t block_lines = (NR * NR + L - 1) / L;
     const std::size_t ncols = N - n0 < NR ? N - n0 : NR, row_lines = (ncols + L - 1) / L;  // (never past b's end)
-    const std::size_t lines = BL == b_layout::panels ? (kc * NR + L - 1) / L
-                              : BL == b_layout::panels_t ? (kc + NR - 1) / NR * block_lines
-                                                         : kc * row_lines;
+    static_assert(BL != b_layout::panels, "panel-layout blocks are contiguous: prefetch_share");
+    const std::size_t lines = BL == b_layout::panels_t ? (kc + NR - 1) / NR * block_lines : kc * row_lines;
     const std::size_t l0 = part * lines / parts, l1 = (part + 1) * lines / parts;
     for (std::size_t l = l0; l < l1; ++l) {
-        if constexpr (BL == b_layout::panels) prefetch_l2(b + (n0 / NR * K + k0) * NR + l * L);
-        else if constexpr (BL == b_layout::panels_t)
+        if constexpr (BL == b_layout::panels_t)
             prefetch_l2(b + ((k0 / NR + l / block_lines) * N + n0) * NR + l % block_lines * L);
         else prefetch_l2(b + (k0 + l / row_lines) * ldb + n0 + l % row_lines * L);
     }
@@ -331,6 +344,8 @@ inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::siz
 // pack b's panel (or read it where it is: weights in panel layout); then one register tile per
 // MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and copy back
 // their valid part; a c in panel layout has whole (zero-padded) panels and takes every tile in place.
+// b in panel layout: ldb is the number of elements from b on that the forward may prefetch (0:
+// none; gemm_panels_packed decides).
 template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
@@ -344,16 +359,11 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     T* ap = may_pack_a ? pack + (K < KC ? K : KC) * NR : nullptr;  // after one (kc x NR) block of b
     const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
     // The backward's GEMMs (b packed from far-apart rows or blocks) where b is too large to stay in
-    // L2 from one call to the next. The forward's panels, read in place, only where a panel row is
-    // under two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines
-    // twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
-    // Measured with cold weights, AVX2 on Zen 4: layer/base 11.3-11.7 -> 10.7-10.9 ms; AVX-512: no
-    // gain on Zen 4, 4-12% slower on Zen 5.
+    // L2 from one call to the next: the next panel's block. Panels (the forward's weights): the
+    // block that follows in memory, where the caller allows it (ldb).
     constexpr bool backward = AL == a_layout::cols || BL == b_layout::panels_t;
-    constexpr bool narrow_panels = BL == b_layout::panels && NR * sizeof(T) < 2 * line_bytes;
     const std::size_t b_bytes = K * N * sizeof(T);
-    const bool prefetch = !tile::compact && (backward ? b_bytes >= prefetch_min_bytes
-                                                      : narrow_panels && b_bytes >= forward_prefetch_min_bytes);
+    const bool prefetch = !tile::compact && (BL == b_layout::panels ? ldb > 0 : backward && b_bytes >= prefetch_min_bytes);
     const std::size_t mc = AL == a_layout::cols ? tn_block_rows<T>(K < KC ? K : KC) : M;
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
@@ -363,8 +373,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         // a is read where it is when its block stays in L1 (packing it cost 11% of the tiny layer's
         // instructions) or its rows do not alias in L1 (a_alias_bytes); compact kernels (no caches
         // to feed) always read it in place.
-        const bool packed_a = AL == a_layout::cols || (may_pack_a && (mend - mb) * kc * sizeof(T) > a_unpacked_bytes &&
-                                                       lda * sizeof(T) % a_alias_bytes == 0);
+        const bool packed_a = packs_a<T, AL>(mend - mb, kc, lda);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
             pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
         for (std::size_t n0 = 0; n0 < N; n0 += NR) {
@@ -382,7 +391,13 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             for (std::size_t m0 = mb, rows = 0, t = 0; m0 < mend; m0 += rows, ++t) {
                 rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
                 if (prefetch) {
-                    if (n0 + NR < N) prefetch_b_share<T, BL>(N, K, k0, kc, n0 + NR, b, ldb, t < tiles ? t : tiles - 1, tiles);
+                    const std::size_t share = t < tiles ? t : tiles - 1;
+                    if constexpr (BL == b_layout::panels) {
+                        const std::size_t left = ldb - (n0 / NR * K + k0 + kc) * NR;  // (elements after this block)
+                        prefetch_share(panel + kc * NR, left < KC * NR ? left : KC * NR, share, tiles);
+                    } else if (n0 + NR < N) {
+                        prefetch_b_share<T, BL>(N, k0, kc, n0 + NR, b, ldb, share, tiles);
+                    }
                     const std::size_t next = m0 + rows, next_rows = mend - next < MR ? mend - next : MR;
                     if (from_c && next < mend) prefetch_c_tile<T, CL>(c, ldc, M, next, next_rows, n0, ncols);
                 }
@@ -410,6 +425,37 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     }
 }
 
+// The forward's weights (b in panel layout) against a row-major a: panel-major where a is read in
+// place, one gemm_packed per panel, so that each panel's K blocks run one after another and the
+// weights are read front to back as one stream (a panel is contiguous) while c's (M x NR) column
+// stays in L1 across them (K block by K block, every panel's first block is read before any
+// second block). AVX-512 on Zen 4, interleaved A/B: layer/base 11.09 -> 10.90 ms (best of 8), its
+// calls in sequence 11.10 -> 10.84 ms, BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other
+// layers within noise. Prefetch: the block that follows in memory (the next K block, or the next
+// panel's first), only where a panel row is under two cache lines (256-bit vectors and narrower:
+// the 6 x 16 tile consumes a panel's lines twice as fast per FMA as the 12 x 32 one) and the
+// weight exceeds forward_prefetch_min_bytes. AVX2 on Zen 4, layer/base: 11.37 -> 11.22 ms
+// (panel-major without it: 11.93 ms); AVX-512: no gain on Zen 4, 4-12% slower on Zen 5 (measured
+// with the next panel's block, K block by K block).
+template <class T, class Act>
+inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                               T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
+    using tile = gemm_tile<T>;
+    constexpr std::size_t NR = tile::NR, KC = tile::KC;
+    constexpr bool narrow_panels = NR * sizeof(T) < 2 * line_bytes;
+    const std::size_t elems = panel_elems<T>(K, N);
+    const bool prefetch = !tile::compact && narrow_panels && K * N * sizeof(T) >= forward_prefetch_min_bytes;
+    constexpr auto rows = a_layout::rows;
+    constexpr auto panels = b_layout::panels;
+    // One K block: the same order either way, in one call. a packed: once per K block for every panel.
+    if (K <= KC || packs_a<T, rows>(M, KC, lda))
+        return gemm_packed<T, rows, panels, c_layout::rows>(M, N, K, a, lda, b, K <= KC && prefetch ? elems : 0, c, ldc,
+                                                            bias, act, pack, accumulate);
+    for (std::size_t n0 = 0; n0 < N; n0 += NR)
+        gemm_packed<T, rows, panels, c_layout::rows>(M, N - n0 < NR ? N - n0 : NR, K, a, lda, b + n0 * K,
+                                                     prefetch ? elems - n0 * K : 0, c + n0, ldc, bias ? bias + n0 : nullptr,
+                                                     act, pack, accumulate);
+}
 
 // Few rows against panels (a decoding step): each panel is one contiguous (K x NR) stream of
 // weights; P panels are read side by side (P streams, R·P·NV accumulators, enough independent
@@ -603,8 +649,7 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
     case 3: return detail::gemv_panels<T, 3>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
     case 4: return detail::gemv_panels<T, 4>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
     default:
-        return detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels, detail::c_layout::rows>(
-            M, N, K, a, lda, b_panels, 0, c, ldc, bias, act, pack, accumulate);
+        return detail::gemm_panels_packed(M, N, K, a, lda, b_panels, c, ldc, bias, act, pack, accumulate);
     }
 }
 
