@@ -429,14 +429,15 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // place, one gemm_packed per panel, so that each panel's K blocks run one after another and the
 // weights are read front to back as one stream (a panel is contiguous) while c's (M x NR) column
 // stays in L1 across them (K block by K block, every panel's first block is read before any
-// second block). AVX-512 on Zen 4, interleaved A/B: layer/base 11.09 -> 10.90 ms (best of 8), its
-// calls in sequence 11.10 -> 10.84 ms, BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other
-// layers within noise. Prefetch: the block that follows in memory (the next K block, or the next
-// panel's first), only where a panel row is under two cache lines (256-bit vectors and narrower:
-// the 6 x 16 tile consumes a panel's lines twice as fast per FMA as the 12 x 32 one) and the
-// weight exceeds forward_prefetch_min_bytes. AVX2 on Zen 4, layer/base: 11.37 -> 11.22 ms
-// (panel-major without it: 11.93 ms); AVX-512: no gain on Zen 4, 4-12% slower on Zen 5 (measured
-// with the next panel's block, K block by K block).
+// second block). AVX-512 on Zen 4, interleaved A/B against K block by K block: layer/base 11.47 ->
+// 11.16 ms (best of 5), its calls in sequence 11.24 -> 10.79 ms, each call alone within 0.4%,
+// BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other layers within 1%. Prefetch: the block that
+// follows in memory (the next K block, or the next panel's first), only where a panel row is under
+// two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines twice as
+// fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes. AVX2 on Zen
+// 4, layer/base 11.20 -> 10.89 ms (best of 5) against K block by K block with the next panel's
+// block prefetched; panel by panel without a prefetch was 5% slower. AVX-512: no gain on Zen 4,
+// 4-12% slower on Zen 5 (measured with the next panel's block, K block by K block).
 template <class T, class Act>
 inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                                T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
