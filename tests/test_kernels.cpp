@@ -80,12 +80,13 @@ TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar ref
     // K past one KC block; the panel padding holds garbage that must never reach c. a is read in
     // place (13x48x257, 31x47x513, 29x40x1100: rows over 4 KB apart but not aliasing in L1) or
     // packed (29x40x1024 unstrided: rows a multiple of 4 KB apart). Past one K block and one panel
-    // the tiles run panel by panel; 16x300x1000 (a weight over forward_prefetch_min_bytes) also
-    // prefetches the next block on 256-bit-and-narrower builds.
+    // the tiles run panel by panel; 16x300x1000 and 24x300x1024 (weights over
+    // forward_prefetch_min_bytes; the latter's a packed when unstrided, K block by K block) also
+    // prefetch the block read next on 256-bit-and-narrower builds.
     const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},     {1, 37, 19}, {2, 70, 64},     {3, 16, 300},
                                                 {4, 129, 33},  {1, 200, 513}, {5, 33, 7},    {13, 48, 257},
                                                 {31, 47, 513}, {2, 8, 0},    {29, 40, 1100}, {29, 40, 1024},
-                                                {16, 300, 1000}};
+                                                {16, 300, 1000}, {24, 300, 1024}};
     unsigned seed = 100;
     using tile = ct::kernels::gemm_tile<T>;
     for (const auto& sz : sizes) {

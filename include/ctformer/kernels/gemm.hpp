@@ -345,7 +345,8 @@ inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::siz
 // MR rows. Edge tiles (rows < MR or columns < NR) run on a small zero-padded tile and copy back
 // their valid part; a c in panel layout has whole (zero-padded) panels and takes every tile in place.
 // b in panel layout: ldb is the number of elements from b on that the forward may prefetch (0:
-// none; gemm_panels_packed decides).
+// none; gemm_panels_packed decides): the block the tiles read next (the next panel's, the first
+// panel's next K block, or, after this call's last, the weight's next panel).
 template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
@@ -392,9 +393,10 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
                 if (prefetch) {
                     const std::size_t share = t < tiles ? t : tiles - 1;
-                    if constexpr (BL == b_layout::panels) {
-                        const std::size_t left = ldb - (n0 / NR * K + k0 + kc) * NR;  // (elements after this block)
-                        prefetch_share(panel + kc * NR, left < KC * NR ? left : KC * NR, share, tiles);
+                    if constexpr (BL == b_layout::panels) {  // the block read next, within ldb
+                        const T* next = n0 + NR < N ? panel + K * NR : kb + 1 < kblocks ? b + (k0 + kc) * NR : panel + kc * NR;
+                        const std::size_t left = ldb - std::size_t(next - b);
+                        prefetch_share(next, left < KC * NR ? left : KC * NR, share, tiles);
                     } else if (n0 + NR < N) {
                         prefetch_b_share<T, BL>(N, k0, kc, n0 + NR, b, ldb, share, tiles);
                     }
@@ -431,13 +433,13 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // stays in L1 across them (K block by K block, every panel's first block is read before any
 // second block). AVX-512 on Zen 4, interleaved A/B against K block by K block: layer/base 11.47 ->
 // 11.16 ms (best of 5), its calls in sequence 11.24 -> 10.79 ms, each call alone within 0.4%,
-// BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other layers within 1%. Prefetch: the block that
-// follows in memory (the next K block, or the next panel's first), only where a panel row is under
-// two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines twice as
-// fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes. AVX2 on Zen
-// 4, layer/base 11.20 -> 10.89 ms (best of 5) against K block by K block with the next panel's
-// block prefetched; panel by panel without a prefetch was 5% slower. AVX-512: no gain on Zen 4,
-// 4-12% slower on Zen 5 (measured with the next panel's block, K block by K block).
+// BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other layers within 1%. Prefetch of the block
+// the tiles read next (gemm_packed), only where a panel row is under two cache lines (256-bit
+// vectors and narrower: the 6 x 16 tile consumes a panel's lines twice as fast per FMA as the
+// 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes. AVX2 on Zen 4, layer/base
+// 11.20 -> 10.89 ms (best of 5) against K block by K block with the next panel's block
+// prefetched; panel by panel without a prefetch was 5% slower. AVX-512: no gain on Zen 4, 4-12%
+// slower on Zen 5 (measured with the next panel's block, K block by K block).
 template <class T, class Act>
 inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                                T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
@@ -450,8 +452,8 @@ inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, cons
     constexpr auto panels = b_layout::panels;
     // One K block: the same order either way, in one call. a packed: once per K block for every panel.
     if (K <= KC || packs_a<T, rows>(M, KC, lda))
-        return gemm_packed<T, rows, panels, c_layout::rows>(M, N, K, a, lda, b, K <= KC && prefetch ? elems : 0, c, ldc,
-                                                            bias, act, pack, accumulate);
+        return gemm_packed<T, rows, panels, c_layout::rows>(M, N, K, a, lda, b, prefetch ? elems : 0, c, ldc, bias, act,
+                                                            pack, accumulate);
     for (std::size_t n0 = 0; n0 < N; n0 += NR)
         gemm_packed<T, rows, panels, c_layout::rows>(M, N - n0 < NR ? N - n0 : NR, K, a, lda, b + n0 * K,
                                                      prefetch ? elems - n0 * K : 0, c + n0, ldc, bias ? bias + n0 : nullptr,
