@@ -431,12 +431,13 @@ template <class V> constexpr V verf(const V& x) {
 }
 // Φ(x) = (1 + erf(x/√2))/2, the standard normal's CDF (GELU: x·Φ(x)). Float vectors fold the 1/√2
 // and the 1/2 into verf_float's coefficients (x clamped to ±4√2: two multiplications fewer per
-// vector) and clamp at 0: far below, where erf's rounding would leave -6e-8, Φ is 0 (GELU -0 as in
-// PyTorch, not +6e-6 at x = -100; NaN at -inf as there).
+// vector) and clamp to [0, 1]: far below, where erf's rounding would leave -6e-8, Φ is 0 (GELU -0
+// as in PyTorch, not +6e-6 at x = -100; NaN at -inf as there); far above it is 1 where the
+// rational's unfused rounding (SSE4.2, armv7) would leave 1 + ε (GELU(30) 30.000002, not 30).
 template <class V> constexpr V vnormal_cdf(const V& x) {
 #if CTFORMER_XSIMD
     if constexpr (float_vector<V>)
-        return vmax(V(0.f), detail::erf_ratio<detail::normal_cdf_half>(x, 5.65685424949238019520f) + V(0.5f));
+        return vmin(V(1.f), vmax(V(0.f), detail::erf_ratio<detail::normal_cdf_half>(x, 5.65685424949238019520f) + V(0.5f)));
     else
 #endif
         return V(0.5) * (V(1) + verf(x * V(0.70710678118654752440)));
