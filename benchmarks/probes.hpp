@@ -1,13 +1,16 @@
 // Machine probes measured by the benchmark binary itself, so ratios come from the same run:
 // the peak FMA rate of one core (independent FMA chains on the compiled vector width) and the
-// best read bandwidth (over 1-8 concurrent streams) of a buffer the size of a layer's weights.
+// best read bandwidth (over 1-8 concurrent streams) of a buffer the size of a layer's weights
+// (in huge pages, as ctformer's weights are in the benchmarks).
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <new>
 #include <utility>
 
+#include <ctformer/huge_pages.hpp>
 #include <ctformer/simd.hpp>
 
 namespace probes {
@@ -79,9 +82,11 @@ inline double read_bandwidth(std::size_t bytes) {
     static float* buf = nullptr;
     static std::size_t have = 0;
     const std::size_t n = bytes / sizeof(float);
-    if (have < n) {
-        delete[] buf;
-        buf = new float[n];
+    if (have < n) {  // (in huge pages, as the layer's weights are: bench_layer.cpp's storage)
+        constexpr std::align_val_t huge{ctformer::huge_page_bytes};
+        ::operator delete[](buf, huge);
+        buf = static_cast<float*>(::operator new[](n * sizeof(float), huge));
+        (void)ctformer::advise_huge_pages(buf, n * sizeof(float));
         for (std::size_t i = 0; i < n; ++i) buf[i] = 1e-6f * float(i % 1000);
         have = n;
     }

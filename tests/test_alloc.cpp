@@ -71,6 +71,16 @@ TEST_CASE("no heap allocation in forward / forward_train / backward") {
     Rig<ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>, 1, 9, 9>{}.all();
 }
 
+TEST_CASE("no heap allocation in advise_huge_pages") {
+    alignas(ct::huge_page_bytes) static unsigned char buffer[ct::huge_page_bytes];
+    static float small[64];
+    CHECK(alloc_counter::during([] {
+        (void)ct::advise_huge_pages(buffer);
+        (void)ct::advise_huge_pages(small);
+        (void)ct::advise_huge_pages(nullptr, 1);
+    }) == 0);
+}
+
 TEST_CASE("no heap allocation in fill_cross_cache, step, step_ragged, truncate") {
     using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
     using G = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<2>, ct::ffn_dim<48>, ct::dtype<double>>;

@@ -218,3 +218,44 @@ TEST_CASE("robustness: large finite inputs (the thresholds docs/robustness.md gi
     CHECK_FALSE(run(std::type_identity<Layer<false>>{}, 1e20f));
     CHECK(run(std::type_identity<Layer<true>>{}, 1e37f));
 }
+
+namespace {
+// 4 MB on a huge-page boundary, and its first byte's neighbour one page in (unaligned ranges).
+alignas(ct::huge_page_bytes) unsigned char huge_buffer[2 * ct::huge_page_bytes];
+struct SmallRole {
+    float x[1000];
+};
+SmallRole small_role;
+}  // namespace
+
+TEST_CASE("robustness: advise_huge_pages advises only the whole 2 MB pages inside the object; bad ranges are errors") {
+    // the arithmetic, at compile time: an aligned object gets every whole page, an unaligned one the
+    // pages inside it, a small one none
+    constexpr std::uintptr_t H = ct::huge_page_bytes;
+    static_assert(ct::whole_huge_pages(4 * H, 2 * H).first == 4 * H && ct::whole_huge_pages(4 * H, 2 * H).end == 6 * H);
+    static_assert(ct::whole_huge_pages(4 * H + 1, 3 * H).first == 5 * H && ct::whole_huge_pages(4 * H + 1, 3 * H).end == 7 * H);
+    static_assert(ct::whole_huge_pages(4 * H + 1, 2 * H).end - ct::whole_huge_pages(4 * H + 1, 2 * H).first == H);
+    static_assert(ct::whole_huge_pages(4 * H + 1, H).end == ct::whole_huge_pages(4 * H + 1, H).first);
+    static_assert(ct::whole_huge_pages(4 * H, H - 1).end == ct::whole_huge_pages(4 * H, H - 1).first);
+    const ct::huge_page_advice whole = ct::advise_huge_pages(huge_buffer);
+#if defined(__linux__)
+    // (a kernel without transparent huge pages refuses: not_supported, nothing advised)
+    if (whole.st.ok()) CHECK(whole.bytes == 2 * ct::huge_page_bytes);
+    else CHECK((whole.st.code == ct::errc::not_supported && whole.bytes == 0));
+    MESSAGE("advise_huge_pages on a 4 MB aligned object: ", std::string(ct::to_string(whole.st.code)), ", ", whole.bytes, " bytes");
+    const ct::huge_page_advice inner = ct::advise_huge_pages(huge_buffer + 1, sizeof huge_buffer - 1);
+    CHECK(inner.bytes == (inner.st.ok() ? ct::huge_page_bytes : 0));
+#else
+    CHECK(whole.st.code == ct::errc::not_supported);
+#endif
+    const ct::huge_page_advice small = ct::advise_huge_pages(small_role);
+    CHECK(small.st.ok());
+    CHECK(small.bytes == 0);
+    CHECK(ct::advise_huge_pages(nullptr, 16).st.code == ct::errc::out_of_range);
+    CHECK(ct::advise_huge_pages(huge_buffer, std::numeric_limits<std::size_t>::max()).st.code == ct::errc::out_of_range);
+    // the memory is the user's as before: written and read back whole
+    for (std::size_t i = 0; i < sizeof huge_buffer; i += 4096) huge_buffer[i] = static_cast<unsigned char>(i / 4096);
+    bool same = true;
+    for (std::size_t i = 0; i < sizeof huge_buffer; i += 4096) same = same && huge_buffer[i] == static_cast<unsigned char>(i / 4096);
+    CHECK(same);
+}

@@ -3,6 +3,7 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "dropout.hpp"
+#include "huge_pages.hpp"
 #include "kv_cache.hpp"
 #include "layer.hpp"
 #include "masks.hpp"

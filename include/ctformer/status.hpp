@@ -28,6 +28,7 @@ enum class errc : std::uint8_t {
     no_activations,     // backward was given Activations that no forward_train filled
     non_finite,         // a NaN or inf where finite values are required (check_finite, load options)
     value_out_of_range, // a value that does not fit the destination type (e.g. F64 1e300 into float)
+    not_supported,      // the platform or its kernel does not offer it (advise_huge_pages off Linux)
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -51,6 +52,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::no_activations: return "no activations (run forward_train first)";
         case errc::non_finite: return "non-finite value";
         case errc::value_out_of_range: return "value out of the destination type's range";
+        case errc::not_supported: return "not supported on this platform";
     }
     return "?";
 }
