@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -27,11 +28,16 @@ using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>,
                                    ct::activation<ct::gelu>>;
 using Model = ct::GPT<V, Ctx, Block, N>;
 
-static Model::Params params, loaded;
-static Model::Grads grads;
-static ct::AdamW<Model::Params> opt, loaded_opt;
-static Model::TrainWorkspace<B, T> ws;
-static Model::Activations<B, T> acts;
+// The multi-megabyte roles start on 2 MB boundaries so that, advised before their first write
+// (main), the kernel can back them with huge pages (ct::advise_huge_pages; docs/api.md).
+using Opt = ct::AdamW<Model::Params>;
+using Ws = Model::TrainWorkspace<B, T>;
+using Acts = Model::Activations<B, T>;
+alignas(ct::huge_page_alignment<Model::Params>) static Model::Params params, loaded;
+alignas(ct::huge_page_alignment<Model::Grads>) static Model::Grads grads;
+alignas(ct::huge_page_alignment<Opt>) static Opt opt, loaded_opt;
+alignas(ct::huge_page_alignment<Ws>) static Ws ws;
+alignas(ct::huge_page_alignment<Acts>) static Acts acts;
 static ct::Tensor<ct::token, B, T> tokens, targets;
 static Model::KVCache<1, Ctx> cache;
 static Model::GenerateWorkspace<16> gen_ws;
@@ -71,6 +77,11 @@ int main(int argc, char** argv) {
         else if (k == "--checkpoint") ckpt_path = v;
         else return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
     }
+    // a hint, before the first write: where the OS has no transparent huge pages, 4 KB pages serve
+    std::size_t huge = 0;
+    for (const ct::huge_page_advice& a : {ct::advise_huge_pages(params), ct::advise_huge_pages(grads), ct::advise_huge_pages(opt),
+                                         ct::advise_huge_pages(ws), ct::advise_huge_pages(acts)})
+        huge += a.bytes;
     std::ifstream in(data, std::ios::binary);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text.size() < 10 * T) return std::fprintf(stderr, "cannot read %s\n", data.c_str()), 2;
@@ -89,9 +100,10 @@ int main(int argc, char** argv) {
     std::printf("ctformer char GPT: %zu layers, d_model %zu, %zu heads, context %zu, vocab %zu (%zu used); "
                 "%zu parameters\n", N, D, H, Ctx, V, vocab, ct::parameter_count<Model::Params>());
     std::printf("data: %s, %zu characters (%zu for training)\n", data.c_str(), text.size(), split);
-    std::printf("memory (static): params %zu KB, grads %zu KB, AdamW state %zu KB, workspace %zu KB, activations %zu KB\n",
+    std::printf("memory (static): params %zu KB, grads %zu KB, AdamW state %zu KB, workspace %zu KB, activations %zu KB"
+                " (%zu MB of it advised 2 MB pages)\n",
                 sizeof(params) >> 10, sizeof(grads) >> 10, (sizeof(opt) >> 10), Model::TrainWorkspace<B, T>::bytes >> 10,
-                Model::Activations<B, T>::bytes >> 10);
+                Model::Activations<B, T>::bytes >> 10, huge >> 20);
 
     rng r{0x5eed1234abcdull};
     init(params, r);
