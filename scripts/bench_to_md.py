@@ -92,14 +92,24 @@ def cpu():
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE/other"
     return model, isa
 model, isa = cpu()
+def thp_mode():
+    try:
+        return open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
+    except OSError:
+        return "unknown"
 p("Machine: %s (%s), %d CPUs at %s MHz; simd arch: the compiler's `-march=native`. Peak-FMA probe (same "
   "binary): **%.1f GFLOP/s** per core. libtorch's BLAS, resolved at run time: `%s`, one thread "
   "(`OPENBLAS_NUM_THREADS=1`).\n" % (model, isa, ctx.get("num_cpus", 0), ctx.get("mhz_per_cpu", "?"), peak or 0, blas))
+p("Memory: ctformer's storage is placed as [the API docs](api.md#huge-pages) recommend, static, its objects "
+  "of 2 MB and more aligned to 2 MB and advised transparent huge pages before their first write "
+  "(`ct::advise_huge_pages`); the column *4 KB pages* is the same layer, same binary and run, in storage "
+  "not advised. The peers run in the memory their allocators give them. The kernel's huge-page mode: "
+  "`%s`.\n" % thp_mode())
 p("## Whole layer (causal post-norm ReLU `TransformerDecoderLayer`; `gpt` is a pre-norm GELU decoder-only block)\n")
-p("| shape | ctformer | %% of peak | libtorch 1.13 | Eigen | OpenBLAS layer | oneDNN layer | ONNX Runtime %s (net) | "
-  "ctformer vs libtorch | ctformer vs Eigen | ctformer vs OpenBLAS layer | ctformer vs oneDNN layer | "
-  "ctformer vs ONNX Runtime |" % ort.get("onnxruntime", ""))
-p("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+p("| shape | ctformer | %% of peak | ctformer, 4 KB pages | libtorch 1.13 | Eigen | OpenBLAS layer | oneDNN layer | "
+  "ONNX Runtime %s (net) | ctformer vs libtorch | ctformer vs Eigen | ctformer vs OpenBLAS layer | "
+  "ctformer vs oneDNN layer | ctformer vs ONNX Runtime |" % ort.get("onnxruntime", ""))
+p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 plot = []
 for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D128 H4 F512"),
                     ("base", "B1 T128 S128 D512 H8 F2048"), ("batched", "B8 T32 S32 D128 H4 F512"),
@@ -115,8 +125,11 @@ for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D1
     ratio = lambda b: ("%.2f×" % (us(b) / us(c))) if b else "—"
     pct = 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if peak and "flops" in c else c.get("%peak", 0)
     o = ort_us.get(shape)
-    p("| %s (%s) | %s | %.1f%% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        shape, desc, fmt(c), pct, fmt(t), fmt(e), fmt(ob), fmt(dn), ("%.1f µs" % o) if o else "—", ratio(t),
+    small = layer.get("layer/%s/ctformer_4k" % shape)
+    small_txt = ("%s (%.1f%%)" % (fmt(small), 100.0 * c["flops"] / (us(small) * 1e-6) / (peak * 1e9))
+                 if small and peak and "flops" in c else fmt(small))
+    p("| %s (%s) | %s | %.1f%% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        shape, desc, fmt(c), pct, small_txt, fmt(t), fmt(e), fmt(ob), fmt(dn), ("%.1f µs" % o) if o else "—", ratio(t),
         ratio(e), ratio(ob), ratio(dn), ("%.2f×" % (o / us(c))) if o else "—"))
     plot.append((shape, us(c), us(t) if t else 0, us(e) if e else 0))
 p("")
