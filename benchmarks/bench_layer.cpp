@@ -59,7 +59,7 @@ template <const shape& s> struct layer_of {
 
 // ctformer's storage is placed as docs/api.md recommends: static, objects of 2 MB and more aligned
 // to 2 MB (ct::huge_page_alignment) and advised huge pages before their first write
-// (ct::advise_huge_pages; AVX-512 Zen 4: layer/base 3-5% faster, step/base 22%). pages::small:
+// (ct::advise_huge_pages; AVX-512 Zen 4: layer/base 2-3% faster, step/base 7-22%). pages::small:
 // the same storage in 4 KB pages (layer/<shape>/ctformer_4k), for the comparison.
 enum class pages { huge, small };
 template <class X, pages P = pages::huge>

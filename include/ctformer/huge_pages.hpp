@@ -6,7 +6,7 @@
 // and the GEMMs' output rows lie kilobytes apart, each row tile on a dozen pages. On Linux, memory
 // the user owns can be backed by transparent huge pages (madvise(MADV_HUGEPAGE); the kernel's
 // default mode, "madvise", gives them to nothing else): measured on AVX-512 Zen 4, the base
-// layer's forward 3% faster (docs/performance.md).
+// layer's forward 2-3% faster (docs/api.md).
 //
 //   alignas(ct::huge_page_alignment<Layer::Params>) static Layer::Params params;
 //   ct::advise_huge_pages(params);  // before its first write
