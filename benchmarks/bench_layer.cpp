@@ -64,9 +64,7 @@ template <const shape& s> struct layer_of {
 enum class pages { huge, small };
 template <class X, pages P = pages::huge>
 inline constexpr std::size_t storage_align = P == pages::huge ? ct::huge_page_alignment<X> : alignof(X);
-template <class... X> bool advise_huge(X&... x) {
-    return (ct::advise_huge_pages(x).st.ok() && ...);
-}
+using bench::advise_huge;
 
 // One shape's ctformer layer with its weights and inputs filled (static storage, as users place
 // them): what BM_ctformer times and what the OpenBLAS peer is checked against.

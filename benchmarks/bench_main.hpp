@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <ctformer/huge_pages.hpp>
+
 #ifdef CTFORMER_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -29,6 +31,11 @@ inline std::string resolved_blas() {
     }
     return found.empty() ? "none" : found;
 }
+
+// ctformer's storage as docs/api.md recommends: objects of 2 MB and more aligned to 2 MB
+// (alignas(ct::huge_page_alignment<X>)) and advised huge pages before their first write.
+// True where every object was advised (or held no whole huge page).
+template <class... X> bool advise_huge(X&... x) { return (ctformer::advise_huge_pages(x).st.ok() && ...); }
 
 inline int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);

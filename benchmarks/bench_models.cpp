@@ -63,23 +63,18 @@ void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repe
     st.counters["peak_GFLOP/s"] = flops / 1e9;
 }
 
-// ctformer's storage as docs/api.md recommends: objects of 2 MB and more aligned to 2 MB and
-// advised huge pages before their first write (ct::advise_huge_pages).
-#define CT_HUGE(Type, name) alignas(ct::huge_page_alignment<Type>) static Type name
-template <class... X> void advise_huge(X&... x) { ((void)ct::advise_huge_pages(x), ...); }
-
 void BM_ctformer_train(benchmark::State& st) {
     using Opt = ct::AdamW<Model::Params>;
     using Ws = Model::TrainWorkspace<B, T>;
     using Acts = Model::Activations<B, T>;
-    CT_HUGE(Model::Params, p);
-    CT_HUGE(Model::Grads, g);
-    CT_HUGE(Opt, opt);
-    CT_HUGE(Ws, ws);
-    CT_HUGE(Acts, acts);
+    // (storage as docs/api.md recommends: bench::advise_huge)
+    alignas(ct::huge_page_alignment<Model::Params>) static Model::Params p;
+    alignas(ct::huge_page_alignment<Model::Grads>) static Model::Grads g;
+    alignas(ct::huge_page_alignment<Opt>) static Opt opt;
+    alignas(ct::huge_page_alignment<Ws>) static Ws ws;
+    alignas(ct::huge_page_alignment<Acts>) static Acts acts;
     static ct::Tensor<ct::token, B, T> tok, tgt;
-    static const bool advised = (advise_huge(p, g, opt, ws, acts), true);
-    (void)advised;
+    static const bool advised [[maybe_unused]] = bench::advise_huge(p, g, opt, ws, acts);
     init(p);
     for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = ct::token(i * 7 % V), tgt.storage[i] = ct::token(i * 11 % V);
     for (auto _ : st) {
@@ -95,11 +90,10 @@ void BM_ctformer_train(benchmark::State& st) {
 
 void BM_ctformer_generate(benchmark::State& st) {
     using Cache = Model::KVCache<1, Ctx>;
-    CT_HUGE(Model::Params, p);
-    CT_HUGE(Cache, cache);
+    alignas(ct::huge_page_alignment<Model::Params>) static Model::Params p;
+    alignas(ct::huge_page_alignment<Cache>) static Cache cache;
     static Model::GenerateWorkspace<8> gws;
-    static const bool advised = (advise_huge(p, cache), true);
-    (void)advised;
+    static const bool advised [[maybe_unused]] = bench::advise_huge(p, cache);
     init(p);
     const ct::token prompt[1] = {1};
     for (auto _ : st) {

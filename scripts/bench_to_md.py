@@ -123,11 +123,11 @@ for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D1
     dn = layer.get("layer/%s/onednn" % shape)
     fmt = lambda b: ("%.1f µs" % us(b)) if b else "—"
     ratio = lambda b: ("%.2f×" % (us(b) / us(c))) if b else "—"
-    pct = 100.0 * c["flops"] / (us(c) * 1e-6) / (peak * 1e9) if peak and "flops" in c else c.get("%peak", 0)
+    share = lambda b: 100.0 * c["flops"] / (us(b) * 1e-6) / (peak * 1e9) if peak and "flops" in c else None
+    pct = share(c) if share(c) is not None else c.get("%peak", 0)
     o = ort_us.get(shape)
     small = layer.get("layer/%s/ctformer_4k" % shape)
-    small_txt = ("%s (%.1f%%)" % (fmt(small), 100.0 * c["flops"] / (us(small) * 1e-6) / (peak * 1e9))
-                 if small and peak and "flops" in c else fmt(small))
+    small_txt = "%s (%.1f%%)" % (fmt(small), share(small)) if small and share(small) is not None else fmt(small)
     p("| %s (%s) | %s | %.1f%% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         shape, desc, fmt(c), pct, small_txt, fmt(t), fmt(e), fmt(ob), fmt(dn), ("%.1f µs" % o) if o else "—", ratio(t),
         ratio(e), ratio(ob), ratio(dn), ("%.2f×" % (o / us(c))) if o else "—"))

@@ -220,7 +220,7 @@ TEST_CASE("robustness: large finite inputs (the thresholds docs/robustness.md gi
 }
 
 namespace {
-// 4 MB on a huge-page boundary, and its first byte's neighbour one page in (unaligned ranges).
+// 4 MB starting on a huge-page boundary (whole pages; from its second byte on, an unaligned range).
 alignas(ct::huge_page_bytes) unsigned char huge_buffer[2 * ct::huge_page_bytes];
 struct SmallRole {
     float x[1000];

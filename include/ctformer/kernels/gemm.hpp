@@ -389,14 +389,23 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                 bias_n = bias_pad;
             }
             const std::size_t tiles = (mend - mb + MR - 1) / MR;
+            const T* b_next = nullptr;  // panels: the block the tiles read next, b_next_len elements
+            std::size_t b_next_len = 0;
+            if constexpr (BL == b_layout::panels) {
+                if (prefetch) {
+                    if (n0 + NR < N) b_next = panel + K * NR;                // the next panel's block
+                    else if (kb + 1 < kblocks) b_next = b + (k0 + kc) * NR;  // the first panel's next K block
+                    else b_next = panel + kc * NR;                           // what follows this call in memory
+                    const std::size_t left = ldb - std::size_t(b_next - b);  // (never past ldb)
+                    b_next_len = left < KC * NR ? left : KC * NR;
+                }
+            }
             for (std::size_t m0 = mb, rows = 0, t = 0; m0 < mend; m0 += rows, ++t) {
                 rows = packed_a ? (mend - m0 < MR ? mend - m0 : MR) : balanced_rows<T>(mend - m0);
                 if (prefetch) {
                     const std::size_t share = t < tiles ? t : tiles - 1;
-                    if constexpr (BL == b_layout::panels) {  // the block read next, within ldb
-                        const T* next = n0 + NR < N ? panel + K * NR : kb + 1 < kblocks ? b + (k0 + kc) * NR : panel + kc * NR;
-                        const std::size_t left = ldb - std::size_t(next - b);
-                        prefetch_share(next, left < KC * NR ? left : KC * NR, share, tiles);
+                    if constexpr (BL == b_layout::panels) {
+                        prefetch_share(b_next, b_next_len, share, tiles);
                     } else if (n0 + NR < N) {
                         prefetch_b_share<T, BL>(N, k0, kc, n0 + NR, b, ldb, share, tiles);
                     }
