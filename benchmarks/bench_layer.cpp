@@ -191,11 +191,11 @@ template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
         for (std::size_t i = 0; i < s.D; ++i) out[i] = x.storage[i];  // the residual
         using lin = ct::modules::linear;
         using attn = typename L::Attn;
-        lin::forward(sa.in_proj_weight, 0, 3, x.data(), 1, sa.in_bias_data(), ws.qkv, attn::qkv_ld, ws.pack);
-        attn::out_projection(sa, ws.qkv, out, true, 1, ws.pack);
-        lin::forward(ca.in_proj_weight, 0, 1, out, 1, ca.in_bias_data(), ws.qkv, s.D, ws.pack);
-        attn::out_projection(ca, ws.qkv, out, true, 1, ws.pack);
-        L::FFN::forward(p, out, ws.hidden, out, true, 1, 1, ct::no_dropout{}, ws.pack);
+        lin::forward(sa.in_proj_weight, 0, 3, x.data(), 1, sa.in_bias_data(), ws.qkv(), attn::qkv_ld, ws.pack);
+        attn::out_projection(sa, ws.qkv(), out, true, 1, ws.pack);
+        lin::forward(ca.in_proj_weight, 0, 1, out, 1, ca.in_bias_data(), ws.qkv(), s.D, ws.pack);
+        attn::out_projection(ca, ws.qkv(), out, true, 1, ws.pack);
+        L::FFN::forward(p, out, ws.hidden(), out, true, 1, 1, ct::no_dropout{}, ws.pack);
         benchmark::DoNotOptimize(out[0]);
         benchmark::ClobberMemory();
     }

@@ -37,7 +37,7 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
     constexpr std::size_t M = s.B * s.T;
     auto& p = R::p;
     auto& ws = R::ws;
-    const typename A::buffers bf{ws.qkv, ws.ctx, nullptr, ws.scores, ws.pack};
+    const typename A::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
     if constexpr (q == part::norms) {  // the layer's norms, each over its M rows
         if constexpr (L::pre_norm) {
             for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, ws.normed, M);
@@ -45,30 +45,30 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
             for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, y, M);
         }
     } else if constexpr (q == part::qkv) {
-        lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv, A::qkv_ld, ws.pack);
+        lin::forward(p.self_attn.in_proj_weight, 0, 3, x, M, p.self_attn.in_bias_data(), ws.qkv(), A::qkv_ld, ws.pack);
     } else if constexpr (q == part::self_heads) {
         A::self_heads(bf, s.B, s.T, typename A::transient_self{s.T}, ct::causal{}, ct::no_dropout{});
     } else if constexpr (q == part::self_out) {
-        A::out_projection(p.self_attn, ws.ctx, y, true, M, ws.pack);
+        A::out_projection(p.self_attn, ws.ctx(), y, true, M, ws.pack);
     } else if constexpr (q == part::cross_q) {
-        lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.qkv, s.D,
+        lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.qkv(), s.D,
                      ws.pack);
     } else if constexpr (q == part::memory_kv) {
-        A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem, A::kv_ld, ws.pack);
+        A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem(), A::kv_ld, ws.pack);
     } else if constexpr (q == part::cross_heads) {
-        A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kv_mem, s.S, s.T}, ct::no_mask{},
+        A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kv_mem(), s.S, s.T}, ct::no_mask{},
                        ct::no_dropout{});
     } else if constexpr (q == part::cross_out) {
-        A::out_projection(p.multihead_attn, ws.ctx, y, true, M, ws.pack);
+        A::out_projection(p.multihead_attn, ws.ctx(), y, true, M, ws.pack);
     } else if constexpr (q == part::ffn1) {
-        lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden, L::FFN::ldh, ws.pack,
+        lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden(), L::FFN::ldh, ws.pack,
                      typename L::Activation{});
     } else if constexpr (q == part::ffn2) {
-        lin::forward(p.linear2.weight, 0, 1, ws.hidden, M, p.linear2.bias_data(), y, s.D, ws.pack,
+        lin::forward(p.linear2.weight, 0, 1, ws.hidden(), M, p.linear2.bias_data(), y, s.D, ws.pack,
                      ct::kernels::identity_op{}, true, L::FFN::ldh);
     }
     benchmark::DoNotOptimize(y[0]);
-    benchmark::DoNotOptimize(ws.ctx[0]);
+    benchmark::DoNotOptimize(ws.ctx()[0]);
     benchmark::ClobberMemory();
 }
 

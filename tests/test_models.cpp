@@ -34,10 +34,18 @@ static_assert(bytes_are_sizeof<SmallGPT<float>::Workspace<2, 8>, SmallGPT<float>
                                SmallGPT<float>::Activations<2, 8>, SmallGPT<float>::StepWorkspace<1, 3>,
                                SmallGPT<float>::KVCache<1, 8>, SmallGPT<float>::GenerateWorkspace<4>, TiedGPT::Activations<1, 5>>);
 
-// Scratch sized from the shapes: a one-token step of a small layer needs no more than its 8-token
-// forward (the GEMM packing block is bounded by the layer's dimensions, not a fixed 256).
+// Scratch sized from the shapes: a one-token step of a small layer needs no more than its forward
+// over one block of fill_cross_cache's rows (16), with the scalar kernels (a microcontroller's) no
+// more than its 8-token forward: the GEMM packing block is bounded by the layer's dimensions, not
+// a fixed 256, and no buffer depends on the caches' capacity.
 using SmallLayer = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
-static_assert(SmallLayer::StepWorkspace<1, 1>::bytes <= SmallLayer::Workspace<1, 8, 8>::bytes);
+static_assert(SmallLayer::StepWorkspace<1, 1>::bytes <= SmallLayer::Workspace<1, 16, 16>::bytes);
+static_assert(!ct::kernels::gemm_tile<float>::compact ||
+              SmallLayer::StepWorkspace<1, 1>::bytes <= SmallLayer::Workspace<1, 8, 8>::bytes);
+// The attentions' buffers and the FFN's hidden rows share one region (roles.hpp): the Workspace is
+// the larger of the two, not their sum.
+using BaseLayer = ct::DecoderLayer<ct::d_model<512>, ct::heads<8>, ct::ffn_dim<2048>>;
+static_assert(BaseLayer::Workspace<1, 128, 128>::bytes < 2'100'000);
 
 struct File {
     std::vector<std::byte> bytes;

@@ -276,7 +276,7 @@ template <class Cfg> struct Layer {
             }
         };
         if constexpr (!pre_norm) save_stream(acts, 0, x, M * D);
-        typename Attn::buffers bf{ws.qkv, ws.ctx, nullptr, ws.scores, ws.pack};
+        typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
         if constexpr (!std::is_same_v<Acts, void>)
             if (acts) bf = {acts->qkv, acts->ctx[0], acts->lse[0], ws.scores, ws.pack};
         const T* in = start(0, x);
@@ -294,7 +294,7 @@ template <class Cfg> struct Layer {
         T* u = nullptr;
         if constexpr (!std::is_same_v<Acts, void>)
             if (acts) u = acts->u;
-        FFN::forward(p, in, ws.hidden, branch, fused, M, Tq, drop, ws.pack, u);
+        FFN::forward(p, in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
@@ -306,7 +306,7 @@ template <class Cfg> struct Layer {
                     const CM& cm, const Drop& drop, Acts* acts) {
         using self_src = typename Attn::transient_self;
         if constexpr (cross) {
-            T* kv_mem = ws.kv_mem;
+            T* kv_mem = ws.kv_mem();
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) {
                     kv_mem = acts->kv_mem;
@@ -330,7 +330,7 @@ template <class Cfg> struct Layer {
         constexpr std::size_t M = B * Tq;
         T* const grad = ws.grad;
         copy_rows(d_out, grad, M);
-        const typename Attn::grad_scratch sc{ws.qkv, ws.kv_mem, ws.ctx, ws.kt, ws.vt, ws.tiles, ws.train_pack()};
+        const typename Attn::grad_scratch sc{ws.qkv(), ws.kv_mem(), ws.ctx(), ws.kt, ws.vt, ws.tiles, ws.train_pack()};
         auto sublayer = [&](std::size_t k, dropout_site site, auto&& branch_backward) {
             if constexpr (!pre_norm) NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k + 1], grad, grad, M, false);
             const T* dbranch = grad;
@@ -353,7 +353,7 @@ template <class Cfg> struct Layer {
             }
         };
         sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            FFN::backward(p, g, in, a.u, dy, ws.hidden, dx, acc, M, Tq, drop, sc.pack);
+            FFN::backward(p, g, in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
@@ -426,10 +426,10 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging, 2 * D, ws.pack);
+                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging(), 2 * D, ws.pack);
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
-                        cc.put(b, h, j0 + r, ws.staging + r * 2 * D + h * Dh, ws.staging + r * 2 * D + D + h * Dh);
+                        cc.put(b, h, j0 + r, ws.staging() + r * 2 * D + h * Dh, ws.staging() + r * 2 * D + D + h * Dh);
             }
         detail::cache_access::set_filled(cc, true);
     }

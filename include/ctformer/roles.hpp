@@ -6,6 +6,7 @@
 // the list's sizeof: the byte size is never restated by hand. All sizes are compile-time
 // constants; place the objects in static storage or memory you own.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -19,6 +20,11 @@
 namespace ctformer {
 
 namespace detail {
+// n elements rounded up to whole 64-byte lines (so a buffer after them in a shared region stays aligned)
+template <class T> constexpr std::size_t line_elems(std::size_t n) {
+    constexpr std::size_t L = 64 % sizeof(T) == 0 ? 64 / sizeof(T) : 1;
+    return (n + L - 1) / L * L;
+}
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct workspace_buffers {
     static_assert(B > 0 && Tq > 0 && S > 0, "ctformer: batch, tgt_len and src_len must be non-zero");
     using T = typename Cfg::value_type;
@@ -27,14 +33,24 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
     // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
     static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
-    alignas(64) T qkv[M * modules::attention<Cfg>::qkv_ld];  // self: q|k|v per row; cross: q
-    alignas(64) T kv_mem[Ms * modules::attention<Cfg>::kv_ld];  // cross: k|v of every memory row
-    alignas(64) T ctx[M * D];          // concatenated head outputs
+    // The attentions' buffers are dead once the FFN runs, and the FFN's hidden rows once it
+    // returns (backward reuses them as gradients in the same order: the FFN's first, then the
+    // attentions'): they share one region. A forward then touches ~1 MB less at the base shape, and
+    // the hidden rows' lines were last used by the cross-attention just before, not a forward ago.
+    static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
+                                 kv_elems = line_elems<T>(Ms * modules::attention<Cfg>::kv_ld),
+                                 ctx_elems = line_elems<T>(M * D),
+                                 hidden_elems = M * modules::feed_forward<Cfg>::ldh,
+                                 shared_elems = std::max(qkv_elems + kv_elems + ctx_elems, hidden_elems);
+    alignas(64) T shared[shared_elems];
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
     alignas(64) T normed[pre_norm ? M * D : 1];
-    alignas(64) T hidden[M * modules::feed_forward<Cfg>::ldh];  // (M, F) at its row stride
     alignas(64) T scores[attention_scratch_elems(Dh)];  // one score tile and a block's queries
     alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
+    constexpr T* qkv() { return shared; }                            // (M, qkv_ld) self: q|k|v per row; cross: q
+    constexpr T* kv_mem() { return shared + qkv_elems; }             // (Ms, kv_ld) cross: k|v of every memory row
+    constexpr T* ctx() { return shared + qkv_elems + kv_elems; }     // (M, D) concatenated head outputs
+    constexpr T* hidden() { return shared; }                         // (M, F) at ldh: the FFN's hidden rows
 };
 
 // What backward needs beyond the forward's scratch (whose buffers it reuses for gradients:
@@ -69,14 +85,22 @@ template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
     static constexpr std::size_t fill_rows = 16;
     static constexpr std::size_t pack_elems =
         kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows, D > F ? D : F);
-    alignas(64) T qkv[M * modules::attention<Cfg>::qkv_ld];
-    alignas(64) T ctx[M * D];
+    // As in a Workspace, q|k|v and the heads' outputs share one region with the FFN's hidden rows;
+    // fill_cross_cache's staging (a block of projected memory rows) is another call's: it too.
+    static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
+                                 ctx_elems = line_elems<T>(M * D),
+                                 hidden_elems = M * modules::feed_forward<Cfg>::ldh,
+                                 staging_elems = cross ? fill_rows * 2 * D : 0,
+                                 shared_elems = std::max({qkv_elems + ctx_elems, hidden_elems, staging_elems});
+    alignas(64) T shared[shared_elems];
     alignas(64) T branch[M * D];
     alignas(64) T normed[pre_norm ? M * D : 1];
-    alignas(64) T hidden[M * modules::feed_forward<Cfg>::ldh];  // (M, F) at its row stride
     alignas(64) T scores[attention_scratch_elems(Dh)];
-    alignas(64) T staging[cross ? fill_rows * 2 * D : 1];
     alignas(64) T pack[pack_elems];
+    constexpr T* qkv() { return shared; }
+    constexpr T* ctx() { return shared + qkv_elems; }
+    constexpr T* hidden() { return shared; }
+    constexpr T* staging() { return shared; }  // (fill_rows, 2D): fill_cross_cache's projected rows
 };
 
 // Saved by forward_train for backward: O(Tq·D) per layer, never (Tq, S) per head.
