@@ -82,11 +82,13 @@ TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar ref
     // packed (29x40x1024 unstrided: rows a multiple of 4 KB apart). Past one K block and one panel
     // the tiles run panel by panel; 16x300x1000 and 24x300x1024 (weights over
     // forward_prefetch_min_bytes; the latter's a packed when unstrided, K block by K block) also
-    // prefetch the block read next on 256-bit-and-narrower builds.
+    // prefetch the block read next on 256-bit-and-narrower builds. With 512-bit vectors K blocks
+    // of KC_in_place where nothing is packed: 29x40x1100 two of them; 16x40x2048 unstrided reads a
+    // in place at KC (its 16 rows alias, but only a longer block would be packed).
     const std::array<std::size_t, 3> sizes[] = {{1, 1, 1},     {1, 37, 19}, {2, 70, 64},     {3, 16, 300},
                                                 {4, 129, 33},  {1, 200, 513}, {5, 33, 7},    {13, 48, 257},
                                                 {31, 47, 513}, {2, 8, 0},    {29, 40, 1100}, {29, 40, 1024},
-                                                {16, 300, 1000}, {24, 300, 1024}};
+                                                {16, 300, 1000}, {24, 300, 1024}, {16, 40, 2048}};
     unsigned seed = 100;
     using tile = ct::kernels::gemm_tile<T>;
     for (const auto& sz : sizes) {

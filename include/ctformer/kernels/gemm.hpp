@@ -4,7 +4,8 @@
 //
 // The micro-kernel broadcasts one a[m, k] and multiplies it with contiguous vectors of b's row k.
 // The register tile (MR rows x NV vectors, panels.hpp) is chosen at compile time from the vector
-// width; K is blocked by KC so a (KC x NR) panel of b stays in L1 while every row tile passes.
+// width; K is blocked: by KC where an operand is packed (the scratch holds a block), by the longer
+// KC_in_place where none is (c's tile is then loaded and stored once per block, b's block in L2).
 // Two entry points: gemm (b row-major at a stride: attention's keys and values) and gemm_panels
 // (b already in panel layout: the weights, packed once at load time).
 #pragma once
@@ -352,13 +353,16 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
                         bool accumulate) {
     using tile = gemm_tile<T>;
-    constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC;
+    constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC, KCI = tile::KC_in_place;
     // a is packed only when transposed, or large and far apart; compact kernels' scratch (from
     // gemm_pack_elems) then holds nothing, so no pointer into it is formed.
     constexpr bool may_pack_a = AL == a_layout::cols || !tile::compact;
     T* bp = pack;
     T* ap = may_pack_a ? pack + (K < KC ? K : KC) * NR : nullptr;  // after one (kc x NR) block of b
-    const std::size_t kblocks = K == 0 ? 1 : (K + KC - 1) / KC;
+    // K block: KC, or KC_in_place where neither operand is packed (b in panel layout, a's rows read
+    // in place at that block too: packs_a grows with the block)
+    const std::size_t KB = BL == b_layout::panels && !packs_a<T, AL>(M, K < KCI ? K : KCI, lda) ? KCI : KC;
+    const std::size_t kblocks = K == 0 ? 1 : (K + KB - 1) / KB;
     // The backward's GEMMs (b packed from far-apart rows or blocks) where b is too large to stay in
     // L2 from one call to the next: the next panel's block. Panels (the forward's weights): the
     // block that follows in memory, where the caller allows it (ldb).
@@ -369,7 +373,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
       for (std::size_t kb = 0; kb < kblocks; ++kb) {
-        const std::size_t k0 = kb * KC, kc = K == 0 ? 0 : (K - k0 < KC ? K - k0 : KC);
+        const std::size_t k0 = kb * KB, kc = K == 0 ? 0 : (K - k0 < KB ? K - k0 : KB);
         const bool first = kb == 0, from_c = !first || accumulate, last = kb + 1 == kblocks;
         // a is read where it is when its block stays in L1 (packing it cost 11% of the tiny layer's
         // instructions) or its rows do not alias in L1 (a_alias_bytes); compact kernels (no caches
@@ -397,7 +401,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                     else if (kb + 1 < kblocks) b_next = b + (k0 + kc) * NR;  // the first panel's next K block
                     else b_next = panel + kc * NR;                           // what follows this call in memory
                     const std::size_t left = ldb - std::size_t(b_next - b);  // (never past ldb)
-                    b_next_len = left < KC * NR ? left : KC * NR;
+                    b_next_len = left < KB * NR ? left : KB * NR;
                 }
             }
             for (std::size_t m0 = mb, rows = 0, t = 0; m0 < mend; m0 += rows, ++t) {
