@@ -139,9 +139,12 @@ if ort:
       "(CPU provider, one intra-op and one inter-op thread, all graph optimizations; "
       "`benchmarks/onnx/bench_ort.js`), its output checked against PyTorch's (max abs error %s) before "
       "timing, and reported net of the per-call overhead of that path (an Identity model with the same "
-      "inputs: %s).\n" % (ort.get("onnxruntime", ""),
+      "inputs: %s).%s\n" % (ort.get("onnxruntime", ""),
                          "%.1e" % max(v["max_abs_err"] for v in ort["shapes"].values()),
-                         ", ".join("%s %.1f µs" % (k, v["overhead_us"]) for k, v in ort["shapes"].items())))
+                         ", ".join("%s %.1f µs" % (k, v["overhead_us"]) for k, v in ort["shapes"].items()),
+                         " Its own process cannot be interleaved with the C++ programs' repetitions: it is timed "
+                         "before and after them, and the better net time of the two is kept per shape (in its "
+                         "favour)." if ort.get("runs", 1) > 1 else ""))
 p("*OpenBLAS layer*: the same layer written by hand over OpenBLAS's `cblas_sgemm` (one thread; "
   "`benchmarks/blas_decoder.hpp`: every product one sgemm on PyTorch-layout weights, attention per head "
   "as two sgemms around a masked softmax, norms and activations as loops), with ctformer's weights, its "
