@@ -25,7 +25,28 @@ template <class T> constexpr std::size_t line_elems(std::size_t n) {
     constexpr std::size_t L = 64 % sizeof(T) == 0 ? 64 / sizeof(T) : 1;
     return (n + L - 1) / L * L;
 }
-template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct workspace_buffers {
+// One region for buffers that are dead in turn: the attentions' q|k|v (M rows), the memory's
+// projected k|v (Ms rows; none in a step) and the heads' outputs are dead once the FFN runs, and
+// its hidden rows once it returns; backward reuses them as gradients in the same order (the
+// FFN's first, then the attentions'). Other: the elements of another call's scratch that may
+// use the region too. A base-shape forward then touches ~1 MB less, and the hidden rows' lines
+// were last used by the cross-attention just before instead of a whole forward earlier.
+template <class Cfg, std::size_t M, std::size_t Ms, std::size_t Other = 0> struct shared_buffers {
+    using T = typename Cfg::value_type;
+    static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
+                                 kv_elems = line_elems<T>(Ms * modules::attention<Cfg>::kv_ld),
+                                 ctx_elems = line_elems<T>(M * Cfg::d_model),
+                                 hidden_elems = M * modules::feed_forward<Cfg>::ldh,
+                                 shared_elems = std::max({qkv_elems + kv_elems + ctx_elems, hidden_elems, Other});
+    alignas(64) T shared[shared_elems];
+    constexpr T* qkv() { return shared; }                         // (M, qkv_ld) self: q|k|v per row; cross: q
+    constexpr T* kv_mem() { return shared + qkv_elems; }          // (Ms, kv_ld) cross: k|v of every memory row
+    constexpr T* ctx() { return shared + qkv_elems + kv_elems; }  // (M, D) concatenated head outputs
+    constexpr T* hidden() { return shared; }                      // (M, F) at ldh: the FFN's hidden rows
+};
+
+template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S>
+struct workspace_buffers : shared_buffers<Cfg, B * Tq, Cfg::cross_attention ? B * S : 0> {
     static_assert(B > 0 && Tq > 0 && S > 0, "ctformer: batch, tgt_len and src_len must be non-zero");
     using T = typename Cfg::value_type;
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
@@ -33,24 +54,11 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct worksp
     static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
     // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
     static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
-    // The attentions' buffers are dead once the FFN runs, and the FFN's hidden rows once it
-    // returns (backward reuses them as gradients in the same order: the FFN's first, then the
-    // attentions'): they share one region. A forward then touches ~1 MB less at the base shape, and
-    // the hidden rows' lines were last used by the cross-attention just before, not a forward ago.
-    static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
-                                 kv_elems = line_elems<T>(Ms * modules::attention<Cfg>::kv_ld),
-                                 ctx_elems = line_elems<T>(M * D),
-                                 hidden_elems = M * modules::feed_forward<Cfg>::ldh,
-                                 shared_elems = std::max(qkv_elems + kv_elems + ctx_elems, hidden_elems);
-    alignas(64) T shared[shared_elems];
+    // (shared_buffers: q|k|v, the memory's k|v, the heads' outputs, the FFN's hidden rows)
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
     alignas(64) T normed[pre_norm ? M * D : 1];
     alignas(64) T scores[attention_scratch_elems(Dh)];  // one score tile and a block's queries
     alignas(64) T pack[pack_elems];  // GEMM operands packed for the micro-kernel
-    constexpr T* qkv() { return shared; }                            // (M, qkv_ld) self: q|k|v per row; cross: q
-    constexpr T* kv_mem() { return shared + qkv_elems; }             // (Ms, kv_ld) cross: k|v of every memory row
-    constexpr T* ctx() { return shared + qkv_elems + kv_elems; }     // (M, D) concatenated head outputs
-    constexpr T* hidden() { return shared; }                         // (M, F) at ldh: the FFN's hidden rows
 };
 
 // What backward needs beyond the forward's scratch (whose buffers it reuses for gradients:
@@ -75,32 +83,25 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     alignas(64) T extra_pack[train_pack_elems > pack_elems ? train_pack_elems : 1];
 };
 
-template <class Cfg, std::size_t B, std::size_t Chunk> struct step_buffers {
+// fill_cross_cache's staging (fill_rows projected memory rows, k|v) is another call's scratch: it
+// uses the shared region too.
+inline constexpr std::size_t step_fill_rows = 16;
+template <class Cfg, std::size_t B, std::size_t Chunk>
+struct step_buffers : shared_buffers<Cfg, B * Chunk, 0, Cfg::cross_attention ? step_fill_rows * 2 * Cfg::d_model : 0> {
     static_assert(B > 0 && Chunk > 0, "ctformer: batch and chunk must be non-zero");
     using T = typename Cfg::value_type;
     static constexpr bool cross = Cfg::cross_attention, pre_norm = Cfg::norm_first;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim, Dh = Cfg::head_dim;
     static constexpr std::size_t batch = B, chunk = Chunk, M = B * Chunk;
     // Staging for fill_cross_cache: projected memory rows, a block at a time.
-    static constexpr std::size_t fill_rows = 16;
+    static constexpr std::size_t fill_rows = step_fill_rows;
     static constexpr std::size_t pack_elems =
         kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows, D > F ? D : F);
-    // As in a Workspace, q|k|v and the heads' outputs share one region with the FFN's hidden rows;
-    // fill_cross_cache's staging (a block of projected memory rows) is another call's: it too.
-    static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
-                                 ctx_elems = line_elems<T>(M * D),
-                                 hidden_elems = M * modules::feed_forward<Cfg>::ldh,
-                                 staging_elems = cross ? fill_rows * 2 * D : 0,
-                                 shared_elems = std::max({qkv_elems + ctx_elems, hidden_elems, staging_elems});
-    alignas(64) T shared[shared_elems];
     alignas(64) T branch[M * D];
     alignas(64) T normed[pre_norm ? M * D : 1];
     alignas(64) T scores[attention_scratch_elems(Dh)];
     alignas(64) T pack[pack_elems];
-    constexpr T* qkv() { return shared; }
-    constexpr T* ctx() { return shared + qkv_elems; }
-    constexpr T* hidden() { return shared; }
-    constexpr T* staging() { return shared; }  // (fill_rows, 2D): fill_cross_cache's projected rows
+    constexpr T* staging() { return this->shared; }  // (fill_rows, 2D): fill_cross_cache's projected rows
 };
 
 // Saved by forward_train for backward: O(Tq·D) per layer, never (Tq, S) per head.

@@ -25,7 +25,7 @@ template <class T> struct gemm_tile {
     // in place): nothing in the scratch depends on it. With 512-bit vectors a (KC x NR) block of b
     // is 32 KB, all of L1 on its own, so the row tiles read it from L2 whatever its length; 4·KC
     // (128 KB) loads and stores c's register tile a quarter as often. Interleaved A/B on Zen 4
-    // against KC: the base layer's GEMMs 0.8-2.1% faster, layer/base 0.9%. Narrower vectors keep
+    // against KC: the base layer's GEMMs 0.1-2.1% faster, layer/base 0.7-1.5%. Narrower vectors keep
     // KC: their 16 KB block stays in L1 beside a's rows (AVX2 at 8·KC: gpt's layer 6% slower).
     static constexpr std::size_t KC_in_place = W * sizeof(T) >= 64 ? 4 * KC : KC;
     // Scalar kernels (microcontrollers: code size counts, no caches to hide) compile fewer tile
