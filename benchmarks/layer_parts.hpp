@@ -51,12 +51,13 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
     } else if constexpr (q == part::self_out) {
         A::out_projection(p.self_attn, ws.ctx(), y, true, M, ws.pack);
     } else if constexpr (q == part::cross_q) {
-        lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.qkv(), s.D,
+        lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.q_cross(), s.D,
                      ws.pack);
     } else if constexpr (q == part::memory_kv) {
         A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem(), A::kv_ld, ws.pack);
     } else if constexpr (q == part::cross_heads) {
-        A::cross_heads(bf, s.B, s.T, typename A::transient_cross{ws.kv_mem(), s.S, s.T}, ct::no_mask{},
+        const typename A::buffers bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores, ws.pack};
+        A::cross_heads(bfc, s.B, s.T, typename A::transient_cross{ws.kv_mem(), s.S, s.T}, ct::no_mask{},
                        ct::no_dropout{});
     } else if constexpr (q == part::cross_out) {
         A::out_projection(p.multihead_attn, ws.ctx(), y, true, M, ws.pack);
@@ -112,6 +113,6 @@ template <const shape& s, part... qs> void BM_sequence(benchmark::State& st) {
              "parts/" #s "/sequence")
 #define CT_PARTS_CROSS(s) CT_PARTS_SELF(s); CT_PART(s, cross_q); CT_PART(s, memory_kv); CT_PART(s, cross_heads); \
     CT_PART(s, cross_out);                                                                                         \
-    CT_BENCH((BM_sequence<s, part::qkv, part::self_heads, part::self_out, part::norms, part::cross_q,               \
-                          part::memory_kv, part::cross_heads, part::cross_out, part::ffn1, part::ffn2>),            \
+    CT_BENCH((BM_sequence<s, part::qkv, part::self_heads, part::self_out, part::norms, part::memory_kv,             \
+                          part::cross_q, part::cross_heads, part::cross_out, part::ffn1, part::ffn2>),            \
              "parts/" #s "/sequence")

@@ -25,24 +25,29 @@ template <class T> constexpr std::size_t line_elems(std::size_t n) {
     constexpr std::size_t L = 64 % sizeof(T) == 0 ? 64 / sizeof(T) : 1;
     return (n + L - 1) / L * L;
 }
-// One region for buffers that are dead in turn: the attentions' q|k|v (M rows), the memory's
-// projected k|v (Ms rows; none in a step) and the heads' outputs are dead once the FFN runs, and
-// its hidden rows once it returns; backward reuses them as gradients in the same order (the
-// FFN's first, then the attentions'). Other: the elements of another call's scratch that may
-// use the region too. A base-shape forward then touches ~1 MB less, and the hidden rows' lines
-// were last used by the cross-attention just before instead of a whole forward earlier.
+// One region for buffers that are dead in turn. The self-attention's q|k|v (M rows) are dead once
+// its heads have run, so the cross-attention's k|v of the memory (Ms rows; none in a step) and
+// its queries (M rows) take their place, projected after the self-attention; the heads' outputs
+// follow (one buffer for both attentions); all of them are dead once the FFN runs, and its hidden
+// rows once it returns. Backward reuses them as gradients in the same order (the FFN's first,
+// then the cross-attention's, then the self-attention's). Other: the elements of another call's
+// scratch that may use the region too. At the base shape the region is 1.06 MB where separate
+// buffers would take 2.9 MB, and each buffer's lines were last used a few calls before.
 template <class Cfg, std::size_t M, std::size_t Ms, std::size_t Other = 0> struct shared_buffers {
     using T = typename Cfg::value_type;
     static constexpr std::size_t qkv_elems = line_elems<T>(M * modules::attention<Cfg>::qkv_ld),
                                  kv_elems = line_elems<T>(Ms * modules::attention<Cfg>::kv_ld),
+                                 q_elems = Cfg::cross_attention ? line_elems<T>(M * Cfg::d_model) : 0,
+                                 attn_elems = std::max(qkv_elems, kv_elems + q_elems),
                                  ctx_elems = line_elems<T>(M * Cfg::d_model),
                                  hidden_elems = M * modules::feed_forward<Cfg>::ldh,
-                                 shared_elems = std::max({qkv_elems + kv_elems + ctx_elems, hidden_elems, Other});
+                                 shared_elems = std::max({attn_elems + ctx_elems, hidden_elems, Other});
     alignas(64) T shared[shared_elems];
-    constexpr T* qkv() { return shared; }                         // (M, qkv_ld) self: q|k|v per row; cross: q
-    constexpr T* kv_mem() { return shared + qkv_elems; }          // (Ms, kv_ld) cross: k|v of every memory row
-    constexpr T* ctx() { return shared + qkv_elems + kv_elems; }  // (M, D) concatenated head outputs
-    constexpr T* hidden() { return shared; }                      // (M, F) at ldh: the FFN's hidden rows
+    constexpr T* qkv() { return shared; }                      // (M, qkv_ld) self: q|k|v per row
+    constexpr T* kv_mem() { return shared; }                   // (Ms, kv_ld) cross: k|v of every memory row
+    constexpr T* q_cross() { return shared + kv_elems; }       // (M, D) cross: the queries
+    constexpr T* ctx() { return shared + attn_elems; }         // (M, D) concatenated head outputs
+    constexpr T* hidden() { return shared; }                   // (M, F) at ldh: the FFN's hidden rows
 };
 
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S>
@@ -54,7 +59,8 @@ struct workspace_buffers : shared_buffers<Cfg, B * Tq, Cfg::cross_attention ? B 
     static constexpr std::size_t M = B * Tq, Ms = cross ? B * S : 1, Smax = S > Tq ? S : Tq;
     // the forward's GEMMs: M or Ms rows, inner dimension D or F (linear2)
     static constexpr std::size_t pack_elems = kernels::gemm_pack_elems<T>(M > Ms ? M : Ms, D > F ? D : F);
-    // (shared_buffers: q|k|v, the memory's k|v, the heads' outputs, the FFN's hidden rows)
+    // (shared_buffers: q|k|v, the memory's k|v and the cross queries, the heads' outputs, the FFN's
+    // hidden rows)
     alignas(64) T branch[M * D];       // a sub-layer's output before the residual add
     alignas(64) T normed[pre_norm ? M * D : 1];
     alignas(64) T scores[attention_scratch_elems(Dh)];  // one score tile and a block's queries
@@ -62,7 +68,7 @@ struct workspace_buffers : shared_buffers<Cfg, B * Tq, Cfg::cross_attention ? B 
 };
 
 // What backward needs beyond the forward's scratch (whose buffers it reuses for gradients:
-// qkv -> d_qkv, kv_mem -> d_kv, ctx -> d_ctx, hidden -> the FFN's hidden gradient).
+// qkv -> d_qkv, kv_mem -> d_kv, q_cross -> d_q, ctx -> d_ctx, hidden -> the FFN's hidden gradient).
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_buffers {
     using base = workspace_buffers<Cfg, B, Tq, S>;
     using T = typename base::T;
