@@ -38,6 +38,8 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
     auto& p = R::p;
     auto& ws = R::ws;
     const typename A::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
+    const typename A::buffers bf_cross{ws.q_cross(), ws.ctx(), nullptr, ws.scores, ws.pack};
+    const typename A::transient_cross cross_src{R::mem.data(), ws.kv_mem(), s.B * s.S, s.S, s.T};
     if constexpr (q == part::norms) {  // the layer's norms, each over its M rows
         if constexpr (L::pre_norm) {
             for (std::size_t k = 0; k < L::sublayers; ++k) L::NormM::forward(L::norm_of(p, k), y, ws.normed, M);
@@ -54,11 +56,9 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
         lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.q_cross(), s.D,
                      ws.pack);
     } else if constexpr (q == part::memory_kv) {
-        A::project_memory(p, R::mem.data(), s.B * s.S, ws.kv_mem(), A::kv_ld, ws.pack);
+        cross_src.project(p, ws.pack);
     } else if constexpr (q == part::cross_heads) {
-        const typename A::buffers bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores, ws.pack};
-        A::cross_heads(bfc, s.B, s.T, typename A::transient_cross{ws.kv_mem(), s.S, s.T}, ct::no_mask{},
-                       ct::no_dropout{});
+        A::cross_heads(bf_cross, s.B, s.T, cross_src, ct::no_mask{}, ct::no_dropout{});
     } else if constexpr (q == part::cross_out) {
         A::out_projection(p.multihead_attn, ws.ctx(), y, true, M, ws.pack);
     } else if constexpr (q == part::ffn1) {

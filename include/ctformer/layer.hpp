@@ -239,9 +239,6 @@ template <class Cfg> struct Layer {
             if (a) copy_rows(x, a->x[i], n / D);
     }
 
-    struct no_projection {
-        constexpr void operator()() const {}
-    };
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
     // writing it). Shared by forward, forward_train and step.
     // Without output dropout (eval, or p = 0) each sub-layer's last GEMM adds its result onto the
@@ -250,13 +247,10 @@ template <class Cfg> struct Layer {
     // the GEMMs that read y (q/kv, linear1) finish before y is written.
     // acts (training): the attention's q|k|v, outputs and log-sum-exps, linear1's pre-activation
     // and each norm's input are written there instead of (or besides) the workspace.
-    // project(): fills what cross_src reads (the memory's k|v) once the self-attention's q|k|v,
-    // whose place they take in the workspace, are dead; a step's cross source is its cache.
-    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts,
-              class Project = no_projection>
+    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
-                         const Drop& drop, Acts* acts, const Project& project = {}) {
+                         const Drop& drop, Acts* acts) {
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
@@ -293,7 +287,6 @@ template <class Cfg> struct Layer {
             bf.qkv = ws.q_cross();
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) bf = {acts->q_cross, acts->ctx[1], acts->lse[1], ws.scores, ws.pack};
-            project();
             in = start(1, y);
             Attn::cross_forward(p, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
             finish(1, y, dropout_site::cross_attn_out);
@@ -320,8 +313,8 @@ template <class Cfg> struct Layer {
                     kv_mem = acts->kv_mem;
                     for (std::size_t i = 0; i < B * S * D; ++i) acts->mem[i] = mem[i];
                 }
-            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{kv_mem, S, Tq}, sm, cm, drop,
-                     acts, [&] { Attn::project_memory(p, mem, B * S, kv_mem, Attn::kv_ld, ws.pack); });
+            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
+                     cm, drop, acts);
         } else {
             run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
         }

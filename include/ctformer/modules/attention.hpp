@@ -41,10 +41,13 @@ template <class Cfg> struct attention {
             return {{k, ld, false}, v, ld, Tq, Tq, 0};
         }
     };
-    // Forward, cross-attention: keys/values of the memory rows, projected once per call.
+    // Forward, cross-attention: keys/values of the memory rows, projected once per call by the
+    // cross-attention itself (in a Workspace they take the dead self q|k|v's place: roles.hpp).
     struct transient_cross {
-        const T* kv_mem;  // (B*S, 2D) at stride kv_ld: k | v per memory row
-        std::size_t S, Tq;
+        const T* mem;  // (rows, D) the memory, rows = B*S
+        T* kv_mem;     // (rows, 2D) at stride kv_ld: k | v per memory row
+        std::size_t rows, S, Tq;
+        constexpr void project(const Params& p, T* pack) const { project_memory(p, mem, rows, kv_mem, kv_ld, pack); }
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * kv_ld + h * Dh;
             return {{kv, kv_ld, false}, kv + D, kv_ld, S, Tq, 0};
@@ -66,6 +69,7 @@ template <class Cfg> struct attention {
         const Cache& cache;
         const std::array<std::size_t, B>& pos0;
         const std::array<std::size_t, B>& count;
+        constexpr void project(const Params&, T*) const {}
         constexpr kv_view operator()(std::size_t b, std::size_t h) const {
             return {{cache.keys_t(b, h), Cache::capacity, true}, cache.values(b, h), Dh, Cache::capacity, count[b], pos0[b]};
         }
@@ -114,6 +118,7 @@ template <class Cfg> struct attention {
     static constexpr void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                               const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
         const auto& a = p.multihead_attn;
+        src.project(p, bf.pack);  // the memory's k|v (a step's come from its cache)
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
         linear::forward(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), bf.qkv, D, bf.pack);
         cross_heads(bf, B, Tq, src, mask, drop);
