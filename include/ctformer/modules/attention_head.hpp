@@ -93,8 +93,10 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
     T* const qt = scratch + KT * R;  // (Dh, R): the block's queries, transposed and scaled
     // A key can be blocked (p = 0 beside a value that is not finite) only by a mask or dropout:
     // without either every row sees all S keys, and a value that is not finite reaches the output
-    // as it does in PyTorch's product, so the values are not scanned.
-    constexpr bool may_block = Mask::has_apply || Drop::enabled || !std::is_same_v<Mask, no_mask>;
+    // as it does in PyTorch's product, so the values are not scanned. Dropout of probability 0 (a
+    // training forward without it) drops nothing and touches no tile.
+    const bool drops = drop.drops(site);
+    const bool may_block = Mask::has_apply || drops || !std::is_same_v<Mask, no_mask>;
     const bool v_finite = !may_block || kernels::all_finite(v, S, Dh, ldv);
     for (std::size_t i0 = 0; i0 < Tq; i0 += R) {
         const std::size_t rows = Tq - i0 < R ? Tq - i0 : R;
@@ -134,7 +136,7 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
                 const T c = corr[r];
                 if (c != T(1) && j0 > 0)  // before the first tile out is still zero
                     kernels::map_inplace(out + (i0 + r) * ldo, Dh, [c](const auto& x) { return x * c; });
-                if constexpr (Drop::enabled)
+                if (drops)
                     detail::on_column(st + r, n, R, [&](T* row) {
                         drop.apply(row, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | (qpos0 + i0 + r), j0);
                     });
@@ -163,7 +165,8 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
                          const Drop& drop, dropout_site site, T* lse = nullptr) {
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
     // keys below kend can be blocked only by an element mask or dropout
-    const bool v_finite = !(Mask::has_apply || Drop::enabled) || kernels::all_finite(v, kend, Dh, ldv);
+    const bool drops = drop.drops(site);
+    const bool v_finite = !(Mask::has_apply || drops) || kernels::all_finite(v, kend, Dh, ldv);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
     for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
@@ -174,8 +177,7 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
         const std::size_t up = simd::whole_vectors<T>(n), ns = up <= tile ? up : n;
         kernels::block_tail(scores, n, ns);
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
-        if constexpr (Drop::enabled)
-            drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
+        if (drops) drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
         if (v_finite) {
             kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
         } else {
@@ -224,6 +226,7 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
     using kernels::identity_op;
     T* const p = tiles;             // (rows, ld): probabilities, then dropped probabilities
     T* const ds = tiles + RB * KT;  // (rows, ld): dP, then dS
+    const bool drops = drop.drops(site);
     kernels::transpose(S, Dh, k, ldk, kt, S);  // kt, vt: (Dh, S)
     kernels::transpose(S, Dh, v, ldv, vt, S);
     for (std::size_t i0 = 0; i0 < Tq; i0 += RB) {
@@ -255,9 +258,9 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
                     continue;
                 }
                 kernels::map_inplace(pr, ld, [lr](const auto& x) { return simd::vexp_nonpositive(x - std::remove_cvref_t<decltype(x)>(lr)); });
-                if constexpr (Drop::enabled) drop.apply(dr, n, site, drop_row, j0);
+                if (drops) drop.apply(dr, n, site, drop_row, j0);
                 kernels::softmax_backward(dr, pr, n, di[r], scale);
-                if constexpr (Drop::enabled) drop.apply(pr, n, site, drop_row, j0);
+                if (drops) drop.apply(pr, n, site, drop_row, j0);
             }
             // dv[tile] += drop(P)ᵀ: (n, rows) · d_o_block: (rows, Dh)   (P read as its transpose)
             kernels::gemm_tn(n, Dh, rows, p, ld, d_o + i0 * lddo, lddo, dv + j0 * lddv, lddv, true);
