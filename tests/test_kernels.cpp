@@ -169,8 +169,11 @@ TEST_CASE_TEMPLATE("kernels: the backward's GEMMs (weight and input gradients) v
     // block and not a multiple of the panel width (the transposed packing's edge), N past a panel.
     using tile = ct::kernels::gemm_tile<T>;
     const std::size_t tn_rows = ct::kernels::detail::tn_block_rows<T>(128);
+    // M one and two vectors: gemm_nt_panels' few-row path (K past a panel and not a multiple of it)
+    constexpr std::size_t W = ct::simd::width<T>;
     const std::array<std::size_t, 3> sizes[] = {{5, 7, 3},     {13, 33, 16},  {64, 192, 16}, {tn_rows + 29, 70, 128},
-                                                {200, 47, 300}, {31, 2 * tile::NR, 2 * tile::NR}, {40, 96, 513}};
+                                                {200, 47, 300}, {31, 2 * tile::NR, 2 * tile::NR}, {40, 96, 513},
+                                                {W, 70, 45}, {2 * W, 2 * tile::NR + 3, 3 * tile::NR + 5}, {W, 9, 0}};
     unsigned seed = 300;
     for (const auto& sz : sizes) {
         const std::size_t M = sz[0], N = sz[1], K = sz[2];

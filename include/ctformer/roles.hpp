@@ -77,7 +77,11 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     // backward's GEMMs: weight gradients (inner dimension: the M or Ms input rows) and input
     // gradients (inner dimension: an output width, up to 3D for the packed in-projection, or F)
     static constexpr std::size_t F = Cfg::ffn_dim, Mx = M > Ms ? M : Ms, Ox = 3 * D > F ? 3 * D : F;
-    static constexpr std::size_t train_pack_elems = kernels::gemm_train_pack_elems<T>(Mx, Mx > Ox ? Mx : Ox, D > F ? D : F);
+    // (the input gradients' GEMMs have M or Ms rows)
+    static constexpr std::size_t Kx = Mx > Ox ? Mx : Ox, In = D > F ? D : F,
+                                 pack_m = kernels::gemm_train_pack_elems<T>(Mx, Kx, In, M),
+                                 pack_ms = kernels::gemm_train_pack_elems<T>(Mx, Kx, In, Ms),
+                                 train_pack_elems = pack_m > pack_ms ? pack_m : pack_ms;
     alignas(64) T grad[M * D];    // the residual stream's gradient
     alignas(64) T dbranch[M * D];  // a branch's output gradient through its output dropout
     alignas(64) T din[M * D];     // a branch's input gradient (pre-norm: before its norm)

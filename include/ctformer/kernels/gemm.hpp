@@ -671,18 +671,43 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 
 // ---- The backward pass's two GEMM shapes (training) ----
 
-// Scratch of gemm_tn_panels / gemm_nt_panels: gemm_nt_panels of at most max_rows rows and inner
-// dimension at most max_k; gemm_tn_panels over at most max_rows rows (its inner dimension) for
-// weights of at most max_in inputs (its M, packed tn_block_rows at a time).
+// Rows for which gemm_nt_panels computes cᵀ = P · aᵀ instead: one or two vectors of them. dX =
+// dY · W reads the weight's panels transposed, and the packed path transposes every (NR x NR)
+// block once per call, whatever M: at M = 16 on AVX-512 that costs as much as a third of the
+// FMAs (`BM_gemm_nt/16/64/256` 64% of the peak). Transposed, the panels are a row-major a
+// (N x NR, one panel per K block) read in place, and only the few rows of a and c are
+// transposed, through the scratch. Measured on Zen 4 (prototype, best of 15): AVX-512 M = 16
+// 3-14% faster at the tiny layer's shapes, 27-28% with 4 MB of weights, M = 32 0.5-9.5%; AVX2
+// M = 8 and 16 1-25%; other row counts mixed (M = 24 or 48 up to 40% slower, M = 64 2-5%).
+template <class T> constexpr bool nt_few_rows(std::size_t M) {
+    constexpr std::size_t W = simd::width<T>;
+    return !gemm_tile<T>::compact && (M == W || M == 2 * W);
+}
+// Scratch of that path for gemm_nt_panels of `rows` rows (aᵀ: (K, rows), cᵀ: (N, rows)).
+template <class T> constexpr std::size_t nt_few_rows_elems(std::size_t rows, std::size_t max_k, std::size_t max_in) {
+    return nt_few_rows<T>(rows) ? (max_k + max_in) * rows : 0;
+}
+
+// Scratch of gemm_tn_panels / gemm_nt_panels: gemm_nt_panels of at most max_rows rows, inner
+// dimension at most max_k and width at most max_in; gemm_tn_panels over at most max_rows rows
+// (its inner dimension) for weights of at most max_in inputs (its M, packed tn_block_rows at a
+// time). nt_rows: the row count of every gemm_nt_panels the scratch serves, where known (0: any
+// count up to max_rows).
 template <class T>
-constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t max_k, std::size_t max_in) {
+constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t max_k, std::size_t max_in,
+                                            std::size_t nt_rows = 0) {
     using tile = gemm_tile<T>;
+    constexpr std::size_t W = simd::width<T>;
     const std::size_t nt = detail::pack_block_elems<T>(max_rows, max_k);
     constexpr std::size_t step = detail::tn_row_step, block = detail::tn_a_block_bytes / sizeof(T);
     const std::size_t kc = max_rows < tile::KC ? max_rows : tile::KC, in = (max_in + step - 1) / step * step;
     const std::size_t budget = block > step * kc ? block : step * kc;  // tn_block_rows(kc) · kc at most
     const std::size_t tn = kc * tile::NR + (in * kc < budget ? in * kc : budget);
-    return nt > tn ? nt : tn;
+    const std::size_t few = nt_rows ? nt_few_rows_elems<T>(nt_rows, max_k, max_in)
+                                    : nt_few_rows_elems<T>(max_rows >= 2 * W ? 2 * W : W, max_k, max_in) *
+                                          (max_rows >= W);
+    const std::size_t most = nt > tn ? nt : tn;
+    return most > few ? most : few;
 }
 
 // A weight's gradient: c: (M, N) in panel layout += aᵀ · b, a: (K, M) row-major at lda (the
@@ -698,10 +723,26 @@ inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 
 // An input's gradient: c: (M, N) (+)= a: (M, K) · Pᵀ, P: (N, K) in panel layout (a weight stored
 // as Wᵀ panels, so Pᵀ = W: this is dX = dY · W).
+// Pack: gemm_train_pack_elems<T>(M, K, N) elements at least.
 template <class T>
 inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* p_panels,
                            T* c, std::size_t ldc, T* pack, bool accumulate) {
     if (M == 0 || N == 0) return;
+    if (nt_few_rows<T>(M)) {  // cᵀ: (N, M) (+)= P: (N, K) · aᵀ: (K, M), panel by panel of P
+        constexpr std::size_t NR = gemm_tile<T>::NR;
+        T* const at = pack;          // aᵀ: (K, M)
+        T* const ct = pack + K * M;  // cᵀ: (N, M)
+        transpose(M, K, a, lda, at, M);
+        if (accumulate) transpose(M, N, c, ldc, ct, M);
+        for (std::size_t k0 = 0; k0 < K; k0 += NR)  // P's columns k0.. : a (N, NR) row-major block
+            detail::gemm_in_place<detail::a_layout::rows>(N, M, K - k0 < NR ? K - k0 : NR, p_panels + k0 * N, NR,
+                                                          at + k0 * M, M, ct, M, static_cast<const T*>(nullptr),
+                                                          identity_op{}, accumulate || k0 > 0);
+        if (K == 0 && !accumulate)
+            for (std::size_t i = 0; i < N * M; ++i) ct[i] = T(0);
+        transpose(N, M, ct, M, c, ldc);
+        return;
+    }
     detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels_t, detail::c_layout::rows>(
         M, N, K, a, lda, p_panels, 0, c, ldc, static_cast<const T*>(nullptr), identity_op{}, pack, accumulate);
 }

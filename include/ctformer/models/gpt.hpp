@@ -79,7 +79,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         alignas(64) T x[B * Tq * D], dx[B * Tq * D], dhidden[B * Tq * D];
         alignas(64) T dlogits[B * Tq * V];
         // the LM head's backward: inner dimensions B·Tq (its weight gradient) and V (dhidden)
-        alignas(64) T head_pack[kernels::gemm_train_pack_elems<T>(B * Tq, B * Tq > V ? B * Tq : V, D)];
+        alignas(64) T head_pack[kernels::gemm_train_pack_elems<T>(B * Tq, B * Tq > V ? B * Tq : V, D, B * Tq)];
         using sized_role<TrainWorkspace>::bytes;
     };
     template <std::size_t B, std::size_t Tq> struct Activations : sized_role<Activations<B, Tq>> {
