@@ -703,10 +703,9 @@ constexpr std::size_t gemm_train_pack_elems(std::size_t max_rows, std::size_t ma
     const std::size_t kc = max_rows < tile::KC ? max_rows : tile::KC, in = (max_in + step - 1) / step * step;
     const std::size_t budget = block > step * kc ? block : step * kc;  // tn_block_rows(kc) · kc at most
     const std::size_t tn = kc * tile::NR + (in * kc < budget ? in * kc : budget);
-    const std::size_t few = nt_rows ? nt_few_rows_elems<T>(nt_rows, max_k, max_in)
-                                    : nt_few_rows_elems<T>(max_rows >= 2 * W ? 2 * W : W, max_k, max_in) *
-                                          (max_rows >= W);
-    const std::size_t most = nt > tn ? nt : tn;
+    // (rows unknown: the larger few-row count that max_rows admits)
+    const std::size_t rows = nt_rows ? nt_rows : max_rows >= 2 * W ? 2 * W : max_rows >= W ? W : 0;
+    const std::size_t few = nt_few_rows_elems<T>(rows, max_k, max_in), most = nt > tn ? nt : tn;
     return most > few ? most : few;
 }
 
@@ -728,7 +727,7 @@ template <class T>
 inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* p_panels,
                            T* c, std::size_t ldc, T* pack, bool accumulate) {
     if (M == 0 || N == 0) return;
-    if (nt_few_rows<T>(M)) {  // cᵀ: (N, M) (+)= P: (N, K) · aᵀ: (K, M), panel by panel of P
+    if (nt_few_rows<T>(M) && K > 0) {  // cᵀ: (N, M) (+)= P: (N, K) · aᵀ: (K, M), panel by panel of P
         constexpr std::size_t NR = gemm_tile<T>::NR;
         T* const at = pack;          // aᵀ: (K, M)
         T* const ct = pack + K * M;  // cᵀ: (N, M)
@@ -738,8 +737,6 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
             detail::gemm_in_place<detail::a_layout::rows>(N, M, K - k0 < NR ? K - k0 : NR, p_panels + k0 * N, NR,
                                                           at + k0 * M, M, ct, M, static_cast<const T*>(nullptr),
                                                           identity_op{}, accumulate || k0 > 0);
-        if (K == 0 && !accumulate)
-            for (std::size_t i = 0; i < N * M; ++i) ct[i] = T(0);
         transpose(N, M, ct, M, c, ldc);
         return;
     }
