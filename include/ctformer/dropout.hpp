@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "status.hpp"
+
 namespace ctformer {
 
 // Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
@@ -37,6 +39,15 @@ struct dropout_config {
     float act_p = -1.0f;
     std::uint64_t seed = 0;
     std::uint32_t step = 0;
+
+    // p in [0, 1]; attn_p and act_p in [0, 1] or negative ("same as p"); NaN never (PyTorch
+    // raises for p outside [0, 1]). Every training entry point checks it before writing anything.
+    constexpr status validate() const {
+        if (!(p >= 0.0f && p <= 1.0f)) return status::error(errc::invalid_option, "dropout p");
+        if (!(attn_p <= 1.0f)) return status::error(errc::invalid_option, "dropout attn_p");
+        if (!(act_p <= 1.0f)) return status::error(errc::invalid_option, "dropout act_p");
+        return {};
+    }
 };
 
 // Training-mode dropout: x[j] = keep ? x[j] / (1 - p) : 0 with P(keep) = 1 - p.

@@ -34,7 +34,11 @@
 
 namespace ctformer {
 
+template <class L, std::size_t N, bool FinalNorm> struct DecoderStack;
+
 template <class Cfg> struct Layer {
+    // A stack checks its call once, then runs its layers' backward without re-checking (stack.hpp).
+    template <class, std::size_t, bool> friend struct DecoderStack;
     using config = Cfg;
     using value_type = typename Cfg::value_type;
     using T = value_type;
@@ -70,8 +74,7 @@ template <class Cfg> struct Layer {
     static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
                           const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
-            return st;
+        if (status st = check_call(sm, cm, tgt, &mem, out); !st) return st;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         return {};
     }
@@ -80,8 +83,7 @@ template <class Cfg> struct Layer {
         requires(!cross)
     static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
-            return st;
+        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out); !st) return st;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, no_dropout{}, static_cast<void*>(nullptr));
         return {};
     }
@@ -93,8 +95,7 @@ template <class Cfg> struct Layer {
         requires cross
     {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
-            return st;
+        if (status st = check_call(sm, cm, tgt, &mem, out, &dc); !st) return st;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
         return {};
     }
@@ -104,8 +105,7 @@ template <class Cfg> struct Layer {
         requires(!cross)
     {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
-            return st;
+        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out, &dc); !st) return st;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), static_cast<void*>(nullptr));
         return {};
     }
@@ -116,8 +116,7 @@ template <class Cfg> struct Layer {
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
         check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Mem::shape[1]>();
-        if (status st = check_inputs<Tgt, Mem>(sm, Tgt::shape[1], cm, Mem::shape[1], tgt.data(), "tgt", mem.data()); !st)
-            return st;
+        if (status st = check_call(sm, cm, tgt, &mem, out, &dc); !st) return st;
         acts.dropout = dc;
         run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), &acts);
         acts.filled = true;
@@ -129,8 +128,7 @@ template <class Cfg> struct Layer {
                                 const SelfMask& sm = {}) {
         check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
         check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Tgt::shape[1]>();
-        if (status st = check_inputs<Tgt, void>(sm, Tgt::shape[1], no_mask{}, 0, tgt.data(), "tgt", nullptr); !st)
-            return st;
+        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out, &dc); !st) return st;
         acts.dropout = dc;
         run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), &acts);
         acts.filled = true;
@@ -188,15 +186,42 @@ template <class Cfg> struct Layer {
         if (!sm.valid(self_keys)) return status::error(errc::out_of_range, "self-attention mask");
         if (!cm.valid(cross_keys)) return status::error(errc::out_of_range, "cross-attention mask");
         if constexpr (Cfg::check_finite) {
-            if (!kernels::all_finite(x, 1, X::size, X::size)) return status::error(errc::non_finite, x_name);
+            if (x && !kernels::all_finite(x, 1, X::size, X::size)) return status::error(errc::non_finite, x_name);
             if constexpr (!std::is_void_v<Mem>)
                 if (!kernels::all_finite(mem, 1, Mem::size, Mem::size)) return status::error(errc::non_finite, "memory");
         }
         (void)x, (void)x_name, (void)mem;
         return {};
     }
+    // An output may be its input exactly (every stage reads a row before writing it), but may not
+    // overlap the memory (read after the self-attention has written the output) or part of x.
+    // Not checked during constant evaluation (addresses of distinct objects are not ordered there).
+    static constexpr status check_aliasing(const T* out, std::size_t n_out, const T* x, std::size_t n_x,
+                                           const char* x_name, const T* mem, std::size_t n_mem) {
+        if (std::is_constant_evaluated()) return {};
+        auto overlaps = [out, n_out](const T* a, std::size_t n) {
+            const auto o = reinterpret_cast<std::uintptr_t>(out), b = reinterpret_cast<std::uintptr_t>(a);
+            return a && n && n_out && o < b + n * sizeof(T) && b < o + n_out * sizeof(T);
+        };
+        if (overlaps(mem, n_mem)) return status::error(errc::aliased_output, "memory");
+        if (out != x && overlaps(x, n_x)) return status::error(errc::aliased_output, x_name);
+        return {};
+    }
 
   private:
+    // Everything a forward checks before it writes: the training options, the masks' values, the
+    // inputs (check_finite<true>), the output's aliasing. mem: null for a decoder-only block.
+    template <class SM, class CM, class Tgt, class Mem, class Out>
+    static constexpr status check_call(const SM& sm, const CM& cm, const Tgt& tgt, const Mem* mem, const Out& out,
+                                       const dropout_config* dc = nullptr) {
+        if (dc)
+            if (status st = dc->validate(); !st) return st;
+        using M = std::conditional_t<cross, Mem, void>;
+        const T* m = mem ? mem->data() : nullptr;
+        if (status st = check_inputs<Tgt, M>(sm, Tgt::shape[1], cm, cross ? Mem::shape[1] : 0, tgt.data(), "tgt", m); !st)
+            return st;
+        return check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", m, mem ? Mem::size : 0);
+    }
     template <class Tgt, class Mem, class Out, class WS, class SM, class CM> static constexpr void check_shapes() {
         static_assert(tensor_like<Tgt> && tensor_like<Mem> && tensor_like<Out>,
                       "ctformer: tgt, memory and out must be ct::Tensor / ct::TensorView (or have value_type, shape, "
@@ -391,12 +416,16 @@ template <class Cfg> struct Layer {
                             const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,
                             const CM& cm) {
         constexpr std::size_t B = X::shape[0], C = X::shape[1];
-        if (status st = check_inputs<X, void>(sm, Cache::capacity, cm, cross_keys, x.data(), "x", nullptr); !st)
+        if (status st = check_inputs<X, void>(sm, Cache::capacity, cm, cross_keys, nullptr, "x", nullptr); !st)
             return st;
         for (std::size_t b = 0; b < B; ++b) {
-            if (count[b] > C) return status::error(errc::out_of_range);
-            if (cache.length(b) + count[b] > Cache::capacity) return status::error(errc::cache_full);
+            if (count[b] > C) return status::error(errc::out_of_range, "count");
+            if (count[b] > Cache::capacity - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
         }
+        if constexpr (Cfg::check_finite)  // only the rows fed: a ragged row's tail is padding
+            for (std::size_t b = 0; b < B; ++b)
+                if (!kernels::all_finite(x.data() + b * C * D, count[b], D, D)) return status::error(errc::non_finite, "x");
+        if (status st = check_aliasing(y.data(), Y::size, x.data(), X::size, "x", nullptr, 0); !st) return st;
         const std::array<std::size_t, B> pos0 = cache.lengths();
         const T* xin = x.data();
         T* yout = y.data();

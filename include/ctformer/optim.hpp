@@ -13,9 +13,13 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "kernels/optim.hpp"
 #include "params.hpp"
+#include "status.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
@@ -25,14 +29,16 @@ template <class P> void zero_grad(P& grads) { zero_params(grads); }
 
 // torch.nn.utils.clip_grad_norm_(grads, max_norm): the global L2 norm over every gradient; if it
 // exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6). Returns the norm before
-// clipping (accumulated in double).
+// clipping (accumulated in double). As in PyTorch, a NaN norm (a NaN gradient) makes every gradient
+// NaN and an infinite one scales them by 0 (inf entries become NaN): check the returned norm and
+// skip the optimizer step when it is not finite.
 template <class P> double clip_grad_norm(P& grads, double max_norm) {
     double sq = 0;
     zip_storage([&](std::size_t n, const auto* g) {
         for (std::size_t i = 0; i < n; ++i) sq += static_cast<double>(g[i]) * static_cast<double>(g[i]);
     }, static_cast<const P&>(grads));
     const double norm = std::sqrt(sq), coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0)
+    if (!(coef >= 1.0))  // (NaN included: PyTorch multiplies by clamp(coef, max=1), NaN stays NaN)
         zip_storage([&](std::size_t n, auto* g) {
             using T = std::remove_cvref_t<decltype(*g)>;
             for (std::size_t i = 0; i < n; ++i) g[i] *= static_cast<T>(coef);
@@ -53,19 +59,60 @@ struct cosine_warmup {
     }
 };
 
+namespace detail {
+inline constexpr bool finite(double x) { return x - x == 0; }
+// A step counter (a double, as torch.optim's state["step"]): a non-negative integer that steps()
+// can return and 1 - beta^t can use (at most 2^53, where doubles stop counting by one).
+inline constexpr bool valid_step_count(double t) {
+    constexpr double limit = 9007199254740992.0;  // 2^53
+    return t >= 0 && t <= limit && static_cast<double>(static_cast<std::uint64_t>(t)) == t &&
+           static_cast<std::uint64_t>(t) <= std::numeric_limits<std::size_t>::max();
+}
+// Whether pred(T{}) holds for the element type T of every tensor of params (an update's scalars
+// are rounded to each tensor's dtype).
+template <class P, class Pred> bool for_every_dtype(const P& params, Pred&& pred) {
+    bool ok = true;
+    zip_storage([&](std::size_t, const auto* p) { ok = ok && pred(std::remove_cvref_t<decltype(*p)>{}); }, params);
+    return ok;
+}
+// The step counter may still be incremented (steps stay exact).
+inline constexpr bool steppable(double t) { return valid_step_count(t) && t < 9007199254740992.0; }
+}  // namespace detail
+
 struct sgd_options {
     double lr = 1e-2, momentum = 0, dampening = 0, weight_decay = 0;
     bool nesterov = false;
+    // PyTorch's checks (lr, momentum, weight_decay >= 0; nesterov needs momentum > 0 and dampening
+    // 0), and every value finite: errc::invalid_option naming the field.
+    constexpr status validate() const {
+        if (!(detail::finite(lr) && lr >= 0)) return status::error(errc::invalid_option, "lr");
+        if (!(detail::finite(momentum) && momentum >= 0)) return status::error(errc::invalid_option, "momentum");
+        if (!detail::finite(dampening)) return status::error(errc::invalid_option, "dampening");
+        if (!(detail::finite(weight_decay) && weight_decay >= 0)) return status::error(errc::invalid_option, "weight_decay");
+        if (nesterov && (momentum <= 0 || dampening != 0)) return status::error(errc::invalid_option, "nesterov");
+        return {};
+    }
 };
 // torch.optim.SGD (foreach=False): d = g + wd·p; buf = d (first step) or momentum·buf + (1-dampening)·d;
 // d = nesterov ? d + momentum·buf : buf; p -= lr·d.
+// step checks the options and the step counter first: on an error nothing is written.
 template <class P> struct SGD {
     BOOST_HANA_DEFINE_STRUCT(SGD, (P, momentum_buffer), (Tensor<double, 1>, step_count));
     sgd_options options{};
 
-    std::size_t steps() const { return static_cast<std::size_t>(step_count.storage[0]); }
-    void step(P& params, const P& grads) {
+    std::size_t steps() const {
+        const double t = step_count.storage[0];
+        return detail::valid_step_count(t) ? static_cast<std::size_t>(t) : 0;
+    }
+    status step(P& params, const P& grads) {
         const sgd_options o = options;
+        if (status st = o.validate(); !st) return st;
+        if (!detail::steppable(step_count.storage[0])) return status::error(errc::value_out_of_range, "step_count");
+        if (!detail::for_every_dtype(params, [&]<class T>(T) {
+                return detail::finite(static_cast<T>(o.lr)) && detail::finite(static_cast<T>(o.weight_decay)) &&
+                       detail::finite(static_cast<T>(o.momentum)) && detail::finite(static_cast<T>(1 - o.dampening));
+            }))
+            return status::error(errc::invalid_option, "lr");  // a value beyond the dtype's range
         const bool first = step_count.storage[0] == 0;
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* buf) {
             using T = std::remove_cvref_t<decltype(*p)>;
@@ -81,15 +128,33 @@ template <class P> struct SGD {
             }
         }, params, grads, momentum_buffer);
         step_count.storage[0] += 1;
+        return {};
     }
-    template <class Schedule> void step(P& params, const P& grads, const Schedule& lr_at) {
+    // The learning rate from a schedule (checked as options.lr is).
+    template <class Schedule> status step(P& params, const P& grads, const Schedule& lr_at) {
+        const double previous = options.lr;
         options.lr = lr_at(steps());
-        step(params, grads);
+        if (status st = step(params, grads); !st) {
+            options.lr = previous;
+            return st;
+        }
+        return {};
     }
 };
 
 struct adamw_options {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+    // PyTorch's checks (lr, eps, weight_decay >= 0; betas in [0, 1)), every value finite, and eps
+    // > 0: with eps = 0 (which PyTorch accepts) a parameter whose gradients have all been zero
+    // becomes 0/0 = NaN, and so would the zero padding of packed weights. errc::invalid_option.
+    constexpr status validate() const {
+        if (!(detail::finite(lr) && lr >= 0)) return status::error(errc::invalid_option, "lr");
+        if (!(beta1 >= 0 && beta1 < 1)) return status::error(errc::invalid_option, "beta1");
+        if (!(beta2 >= 0 && beta2 < 1)) return status::error(errc::invalid_option, "beta2");
+        if (!(detail::finite(eps) && eps > 0)) return status::error(errc::invalid_option, "eps");
+        if (!(detail::finite(weight_decay) && weight_decay >= 0)) return status::error(errc::invalid_option, "weight_decay");
+        return {};
+    }
 };
 // torch.optim.AdamW (amsgrad=False, foreach=False), step t = 1, 2, ...:
 //   p *= 1 - lr·wd;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g·g
@@ -98,28 +163,51 @@ struct adamw_options {
 // products, fused multiply-adds and divisions are PyTorch's vectorized kernels' (addcmul and add with
 // alpha fuse, addcdiv does not), so the result is bit for bit torch.optim.AdamW's (tests/test_models.cpp);
 // the update is one vector kernel (kernels::adamw_update).
+// step checks the options, the step counter and every scalar in the params' dtype first (eps must
+// not round to 0, lr / (1 - β1^t) must stay finite): on an error nothing is written.
 template <class P> struct AdamW {
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
 
-    std::size_t steps() const { return static_cast<std::size_t>(step_count.storage[0]); }
-    void step(P& params, const P& grads) {
+    std::size_t steps() const {
+        const double t = step_count.storage[0];
+        return detail::valid_step_count(t) ? static_cast<std::size_t>(t) : 0;
+    }
+    status step(P& params, const P& grads) {
         const adamw_options o = options;
+        if (status st = o.validate(); !st) return st;
+        if (!detail::steppable(step_count.storage[0])) return status::error(errc::value_out_of_range, "step_count");
         const double t = step_count.storage[0] + 1;
         const double bc1 = 1 - std::pow(o.beta1, t), bc2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
+        auto scalars = [&]<class T>(T) {
+            return kernels::adamw_scalars<T>{static_cast<T>(1 - o.lr * o.weight_decay), static_cast<T>(o.beta1),
+                                             static_cast<T>(o.beta2), static_cast<T>(1 - o.beta1),
+                                             static_cast<T>(1 - o.beta2), static_cast<T>(o.eps),
+                                             static_cast<T>(-(o.lr / bc1)), static_cast<T>(bc2_sqrt)};
+        };
+        if (!detail::for_every_dtype(params, [&]<class T>(T) { return scalars(T{}).eps > 0; }))
+            return status::error(errc::invalid_option, "eps");  // rounds to 0 in a dtype
+        if (!detail::for_every_dtype(params, [&]<class T>(T) {
+                const auto sc = scalars(T{});
+                return sc.bias_correction2_sqrt > 0 && detail::finite(sc.neg_step) && detail::finite(sc.decay);
+            }))
+            return status::error(errc::invalid_option, "lr");  // lr / (1 - beta1^t) beyond the dtype's range
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* m, auto* v) {
             using T = std::remove_cvref_t<decltype(*p)>;
-            const kernels::adamw_scalars<T> s{static_cast<T>(1 - o.lr * o.weight_decay), static_cast<T>(o.beta1),
-                                              static_cast<T>(o.beta2), static_cast<T>(1 - o.beta1),
-                                              static_cast<T>(1 - o.beta2), static_cast<T>(o.eps),
-                                              static_cast<T>(-(o.lr / bc1)), static_cast<T>(bc2_sqrt)};
-            kernels::adamw_update(n, p, g, m, v, s);
+            kernels::adamw_update(n, p, g, m, v, scalars(T{}));
         }, params, grads, exp_avg, exp_avg_sq);
         step_count.storage[0] = t;
+        return {};
     }
-    template <class Schedule> void step(P& params, const P& grads, const Schedule& lr_at) {
+    // The learning rate from a schedule (checked as options.lr is).
+    template <class Schedule> status step(P& params, const P& grads, const Schedule& lr_at) {
+        const double previous = options.lr;
         options.lr = lr_at(steps());
-        step(params, grads);
+        if (status st = step(params, grads); !st) {
+            options.lr = previous;
+            return st;
+        }
+        return {};
     }
 };
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string_view>
 
 namespace ctformer {
@@ -29,6 +30,8 @@ enum class errc : std::uint8_t {
     non_finite,         // a NaN or inf where finite values are required (check_finite, load options)
     value_out_of_range, // a value that does not fit the destination type (e.g. F64 1e300 into float)
     not_supported,      // the platform or its kernel does not offer it (advise_huge_pages off Linux)
+    invalid_option,     // an option outside its domain (a NaN learning rate, a probability outside [0, 1])
+    aliased_output,     // an output overlaps an input it may not alias (the memory, or part of tgt)
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -53,6 +56,8 @@ inline constexpr const char* to_string(errc e) {
         case errc::non_finite: return "non-finite value";
         case errc::value_out_of_range: return "value out of the destination type's range";
         case errc::not_supported: return "not supported on this platform";
+        case errc::invalid_option: return "invalid option";
+        case errc::aliased_output: return "output overlaps an input it may not alias";
     }
     return "?";
 }
@@ -64,11 +69,14 @@ struct status {
     constexpr explicit operator bool() const { return code == errc::ok; }
     constexpr bool ok() const { return code == errc::ok; }
     constexpr std::string_view tensor_name() const { return std::string_view(tensor.data()); }
-    static constexpr status error(errc c, std::string_view name = {}) {
+    // The name is prefix + name (+ suffix), cut to 95 characters.
+    static constexpr status error(errc c, std::string_view name = {}, std::string_view more = {},
+                                  std::string_view suffix = {}) {
         status s;
         s.code = c;
-        const std::size_t n = name.size() < s.tensor.size() - 1 ? name.size() : s.tensor.size() - 1;
-        for (std::size_t i = 0; i < n; ++i) s.tensor[i] = name[i];
+        std::size_t n = 0;
+        for (std::string_view part : {name, more, suffix})
+            for (std::size_t i = 0; i < part.size() && n + 1 < s.tensor.size(); ++i) s.tensor[n++] = part[i];
         return s;
     }
 };

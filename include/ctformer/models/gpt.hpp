@@ -106,7 +106,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == Tq && Logits::shape[2] == V,
                       "ctformer: logits must be (batch, len, vocab) of the model's dtype");
-        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, ws.x); !st) return st;
+        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         auto x = view<B, Tq, D>(ws.x);
         if (status st = Stack::forward(p.transformer, ws, x, x, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, ws.x, B * Tq, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
@@ -124,10 +124,11 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         check_tokens<Tok, B, Tq>();
         check_tokens<Tgt, B, Tq>();
         constexpr std::size_t M = B * Tq;
+        if (status st = dc.validate(); !st) return st;
         for (std::size_t m = 0; m < M; ++m)
             if (const auto t = targets.data()[m]; t != ignore_index && (t < 0 || static_cast<std::size_t>(t) >= V))
                 return status::error(errc::out_of_range, "targets");
-        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, ws.x); !st) return st;
+        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         acts.filled = false;
         const auto x = view<B, Tq, D>(static_cast<const T*>(ws.x));
         auto hidden = view<B, Tq, D>(acts.hidden);
@@ -178,8 +179,9 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
 
     // ---- Incremental decoding ----
     // Feeds count[b] <= C tokens of row b at positions cache.length(b)..; writes their logits
-    // (B, C, V) (rows past count[b]: zero). errc::cache_full if a row would pass the capacity,
-    // errc::out_of_range for a bad token; nothing changes on an error.
+    // (B, C, V) (rows past count[b]: zero; their tokens are padding, never read). errc::cache_full
+    // if a row would pass the capacity, errc::out_of_range for a count above C or a bad token fed;
+    // nothing changes on an error (the stack is all or nothing).
     template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
     static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                               Logits& logits, const std::array<std::size_t, B>& count) {
@@ -188,10 +190,11 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == C && Logits::shape[2] == V,
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
-        for (std::size_t b = 0; b < B; ++b)
-            if (count[b] > C || cache.length(b) + count[b] > Cap)
-                return status::error(count[b] > C ? errc::out_of_range : errc::cache_full);
-        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), ws.x); !st) return st;
+        for (std::size_t b = 0; b < B; ++b) {
+            if (count[b] > C) return status::error(errc::out_of_range, "count");
+            if (count[b] > Cap - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
+        }
+        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
         auto x = view<B, C, D>(ws.x);
         auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
         if (status st = Stack::step_ragged(p.transformer, sws, cache, x, x, count, causal{}); !st) return st;
@@ -221,24 +224,37 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     // Continues the sequence in cache (reset() it for a new one) with prompt[0..n_prompt), then
     // samples up to max_new tokens (sampling.hpp: greedy, temperature, top-k, top-p; draw i uses
     // the Philox counter (seed, position)). on_token(token) is called for each new token and
-    // returns false to stop; the stop token ends generation without being passed on.
-    // errc::out_of_range: empty prompt or a bad token; errc::cache_full when the cache cannot hold
-    // the prompt, or fills up before max_new tokens (what was generated stays in the cache).
+    // returns false to stop; the stop token ends generation without being passed on. The cache
+    // then holds the prompt and every token passed on but the last (it was never fed).
+    // Errors before the first token is passed on leave the cache as it was: errc::invalid_option
+    // (sampling options), errc::out_of_range (empty prompt, a bad token anywhere in it),
+    // errc::cache_full (the prompt does not fit), a prefill step's error, non_finite logits.
+    // Later errors (the cache fills up before max_new tokens, a step or a draw fails) keep what
+    // was passed on in the cache, as above.
     template <std::size_t C, std::size_t Cap, class F>
     static status generate(const Params& p, GenerateWorkspace<C>& ws, KVCache<1, Cap>& cache, const token* prompt,
                            std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
+        if (status st = s.validate(); !st) return st;
         if (n_prompt == 0) return status::error(errc::out_of_range, "prompt");
-        if (cache.length(0) + n_prompt > Cap) return status::error(errc::cache_full);
+        if (n_prompt > Cap - cache.length(0)) return status::error(errc::cache_full);  // (no wrap)
+        for (std::size_t i = 0; i < n_prompt; ++i)
+            if (prompt[i] < 0 || static_cast<std::size_t>(prompt[i]) >= V) return status::error(errc::out_of_range, "prompt");
+        const std::size_t start = cache.length(0);
+        auto fail = [&](status st) {  // before any token was passed on: as if never called
+            (void)cache.truncate(0, start);
+            return st;
+        };
         std::size_t n = 0;  // prompt tokens fed
         while (n < n_prompt) {
             const std::size_t r = n_prompt - n < C ? n_prompt - n : C;
             for (std::size_t i = 0; i < C; ++i) ws.chunk.storage[i] = i < r ? prompt[n + i] : 0;
-            if (status st = step_ragged(p, ws.prefill, cache, ws.chunk, ws.logits, {r}); !st) return st;
+            if (status st = step_ragged(p, ws.prefill, cache, ws.chunk, ws.logits, {r}); !st) return fail(st);
             n += r;
         }
         const T* last = ws.logits.data() + ((n_prompt - 1) % C) * V;
         for (std::size_t k = 0; k < max_new; ++k) {
-            const token next = sample(last, s, cache.length(0), ws.scratch);
+            token next;
+            if (status st = sample(last, s, cache.length(0), ws.scratch, next); !st) return k == 0 ? fail(st) : st;
             if (next == s.stop || !on_token(next)) return {};
             if (k + 1 == max_new) return {};
             if (cache.length(0) == Cap) return status::error(errc::cache_full);
@@ -261,16 +277,24 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if constexpr (tied) return p.wte.weight;
         else return p.lm_head.weight;
     }
-    // x: (B, Tq, D) = wte[tokens] + positions (row b starts at pos0[b], or 0).
+    // x: (B, Tq, D) = wte[tokens] + positions (row b starts at pos0[b], or 0). With count, row b
+    // feeds its first count[b] tokens: the rest are padding, never read (their rows are zero).
     template <std::size_t B, class Tok>
-    static status embed(const Params& p, const Tok* tokens, std::size_t Tq, const std::size_t* pos0, T* x) {
-        for (std::size_t m = 0; m < B * Tq; ++m)
-            if (tokens[m] < 0 || static_cast<std::size_t>(tokens[m]) >= V) return status::error(errc::out_of_range, "tokens");
+    static status embed(const Params& p, const Tok* tokens, std::size_t Tq, const std::size_t* pos0,
+                        const std::size_t* count, T* x) {
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t t = 0; t < (count ? count[b] : Tq); ++t)
+                if (const auto id = tokens[b * Tq + t]; id < 0 || static_cast<std::size_t>(id) >= V)
+                    return status::error(errc::out_of_range, "tokens");
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t t = 0; t < Tq; ++t) {
                 const std::size_t m = b * Tq + t, pos = (pos0 ? pos0[b] : 0) + t;
+                if (count && t >= count[b]) {
+                    for (std::size_t d = 0; d < D; ++d) x[m * D + d] = T(0);
+                    continue;
+                }
                 modules::embedding::forward(p.wte.weight, static_cast<std::size_t>(tokens[m]), x + m * D, false);
-                if (pos >= Ctx) continue;  // a ragged row's unfed tail: never attended, never output
+                if (pos >= Ctx) continue;  // (a position past the context is never fed: Cap <= Ctx)
                 if constexpr (learned_positions) modules::embedding::forward(p.wpe.weight, pos, x + m * D, true);
                 else modules::embedding::sinusoidal_add<D>(pos, x + m * D);
             }
