@@ -38,6 +38,17 @@ TEST_CASE("no heap allocation in stacks, the GPT (train, step, generate), optimi
     static ct::SGD<M::Params> sgd;
     static std::byte buf[1 << 20];
     static ct::safetensors::file<512> f;
+    // a check_finite stack (its layers staged, caches rolled back on a late error) and sampling
+    using CB = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::check_finite<true>>;
+    using CS = ct::DecoderStack<CB, 2>;
+    static CS::Params cp;
+    static CS::Workspace<2, 5> cws;
+    static CS::StepWorkspace<2, 1> cstep;
+    static CS::KVCache<2, 5> ccache;
+    static ct::Tensor<float, 2, 5, 16> big;
+    static ct::sampler_scratch<float, 13> scratch;
+    ref::randomize(cp, 6);
+    for (auto& v : big.storage) v = 1e25f;
     ref::randomize(sp, 1);
     ref::randomize(mp, 2);
     ref::randomize(tp, 3);
@@ -59,8 +70,17 @@ TEST_CASE("no heap allocation in stacks, the GPT (train, step, generate), optimi
         ok = ok && M::backward(mp, macts, mws, mg).ok();
         ok = ok && MT::forward_train(tp, tws, tacts, tok, tar, loss).ok() && MT::backward(tp, tacts, tws, tg).ok();
         ct::clip_grad_norm(mg, 1.0);
-        adam.step(mp, mg, ct::cosine_warmup{1e-3, 2, 10});
-        sgd.step(mp, mg);
+        ok = ok && adam.step(mp, mg, ct::cosine_warmup{1e-3, 2, 10}).ok() && sgd.step(mp, mg).ok();
+        adam.options.lr = -1;
+        ok = ok && adam.step(mp, mg).code == ct::errc::invalid_option;
+        adam.options.lr = 1e-3;
+        ok = ok && CS::forward(cp, cws, tgt, out, ct::causal{}).ok();
+        ok = ok && CS::forward(cp, cws, big, out, ct::causal{}).code == ct::errc::non_finite;
+        ok = ok && CS::step(cp, cstep, ccache, x1, y1).ok();
+        for (auto& v : x1.storage) v = 1e25f;
+        ok = ok && CS::step(cp, cstep, ccache, x1, y1).code == ct::errc::non_finite && ccache.layer(1).length(0) == 1;
+        ct::token next = 0;
+        ok = ok && ct::sample(logits.storage, ct::sampling{.top_k = 4, .top_p = 0.8f}, 3, scratch, next).ok();
         ct::zero_grad(mg);
         ok = ok && M::generate(mp, gen, mcache, prompt, 3, 4, ct::sampling{.top_k = 5, .top_p = 0.9f}, [](ct::token) {
             return true;
