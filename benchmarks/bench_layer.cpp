@@ -195,7 +195,7 @@ template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
         attn::out_projection(sa, ws.qkv(), out, true, 1, ws.pack);
         lin::forward(ca.in_proj_weight, 0, 1, out, 1, ca.in_bias_data(), ws.qkv(), s.D, ws.pack);
         attn::out_projection(ca, ws.qkv(), out, true, 1, ws.pack);
-        L::FFN::forward(p, out, ws.hidden(), out, true, 1, 1, ct::no_dropout{}, ws.pack);
+        L::FFN::forward(p.ffn, out, ws.hidden(), out, true, 1, 1, ct::no_dropout{}, ws.pack);
         benchmark::DoNotOptimize(out[0]);
         benchmark::ClobberMemory();
     }

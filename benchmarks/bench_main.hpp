@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include <ctformer/huge_pages.hpp>
+#include <ctformer/core/huge_pages.hpp>
 
 #ifdef CTFORMER_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>

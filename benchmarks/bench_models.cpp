@@ -82,7 +82,7 @@ void BM_ctformer_train(benchmark::State& st) {
         float loss;
         (void)Model::forward_train(p, ws, acts, tok, tgt, loss);
         (void)Model::backward(p, acts, ws, g);
-        opt.step(p, g);
+        (void)opt.step(p, g);
         benchmark::DoNotOptimize(loss);
     }
     train_counters(st);

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include <ctformer/params.hpp>
+#include <ctformer/core/reflect.hpp>
 
 #ifdef CTFORMER_HAVE_CBLAS
 #include <cblas.h>

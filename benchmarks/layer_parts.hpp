@@ -56,16 +56,16 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
         lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.q_cross(), s.D,
                      ws.pack);
     } else if constexpr (q == part::memory_kv) {
-        cross_src.project(p, ws.pack);
+        cross_src.project(p.multihead_attn, ws.pack);
     } else if constexpr (q == part::cross_heads) {
         A::cross_heads(bf_cross, s.B, s.T, cross_src, ct::no_mask{}, ct::no_dropout{});
     } else if constexpr (q == part::cross_out) {
         A::out_projection(p.multihead_attn, ws.ctx(), y, true, M, ws.pack);
     } else if constexpr (q == part::ffn1) {
-        lin::forward(p.linear1.weight, 0, 1, x, M, p.linear1.bias_data(), ws.hidden(), L::FFN::ldh, ws.pack,
+        lin::forward(p.ffn.linear1.weight, 0, 1, x, M, p.ffn.linear1.bias_data(), ws.hidden(), L::FFN::ldh, ws.pack,
                      typename L::Activation{});
     } else if constexpr (q == part::ffn2) {
-        lin::forward(p.linear2.weight, 0, 1, ws.hidden(), M, p.linear2.bias_data(), y, s.D, ws.pack,
+        lin::forward(p.ffn.linear2.weight, 0, 1, ws.hidden(), M, p.ffn.linear2.bias_data(), y, s.D, ws.pack,
                      ct::kernels::identity_op{}, true, L::FFN::ldh);
     }
     benchmark::DoNotOptimize(y[0]);

@@ -10,8 +10,8 @@
 #include <new>
 #include <utility>
 
-#include <ctformer/huge_pages.hpp>
-#include <ctformer/simd.hpp>
+#include <ctformer/core/huge_pages.hpp>
+#include <ctformer/simd/simd.hpp>
 
 namespace probes {
 

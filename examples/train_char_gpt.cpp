@@ -141,8 +141,10 @@ int main(int argc, char** argv) {
             return std::printf("forward_train: %s\n", ct::to_string(st.code)), 1;
         if (ct::status st = Model::backward(params, acts, ws, grads); !st)
             return std::printf("backward: %s\n", ct::to_string(st.code)), 1;
-        ct::clip_grad_norm(grads, 1.0);
-        opt.step(params, grads, ct::cosine_warmup{2e-3, 30, double(total), 2e-4});
+        if (const double norm = ct::clip_grad_norm(grads, 1.0); !std::isfinite(norm))
+            return std::printf("step %zu: gradient norm %g, stopping\n", step, norm), 1;
+        if (ct::status st = opt.step(params, grads, ct::cosine_warmup{2e-3, 30, double(total), 2e-4}); !st)
+            return std::printf("optimizer: %s (%s)\n", ct::to_string(st.code), st.tensor.data()), 1;
         smooth = step == 0 ? loss : 0.9 * smooth + 0.1 * loss;
         elapsed = std::chrono::duration<double>(clock::now() - t0).count();
         if (step == 4) warm = elapsed;

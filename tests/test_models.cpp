@@ -292,7 +292,7 @@ TEST_CASE("GPT: finite differences in double for wte, wpe, lm_head, a block weig
     for (std::size_t i : {0u, 17u, 100u, 207u}) probe(r.params.wte.weight, r.grads.wte.weight, i);
     for (std::size_t i : {0u, 33u, 95u}) probe(r.params.wpe.weight, r.grads.wpe.weight, i);
     for (std::size_t i : {1u, 50u, 207u}) probe(r.params.lm_head.weight, r.grads.lm_head.weight, i);
-    for (std::size_t i : {3u, 300u}) probe(r.params.transformer.layers[1].linear1.weight, r.grads.transformer.layers[1].linear1.weight, i);
+    for (std::size_t i : {3u, 300u}) probe(r.params.transformer.layers[1].ffn.linear1.weight, r.grads.transformer.layers[1].ffn.linear1.weight, i);
     probe(r.params.transformer.norm.weight, r.grads.transformer.norm.weight, 5);
     std::printf("  GPT finite differences (double): worst relative error %.3g\n", worst);
 }

@@ -117,12 +117,12 @@ TEST_CASE("params: names and layouts are PyTorch's, bias-free configurations hav
     using NB = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::bias<false>>;
     static_assert(ct::parameter_count<NB::Params>() == 3 * 16 * 16 + 16 * 16 + 32 * 16 + 16 * 32 + 2 * 16);
     // Linear weight (out, in) element order: get(o * in + i) is W[o][i].
-    p.linear1.weight.set(3 * 16 + 5, 7.0f);
-    CHECK(p.linear1.weight.get(3 * 16 + 5) == 7.0f);
+    p.ffn.linear1.weight.set(3 * 16 + 5, 7.0f);
+    CHECK(p.ffn.linear1.weight.get(3 * 16 + 5) == 7.0f);
     // stored in panel layout: W[3][5] is element (k = 5, n = 3) of Wᵀ
-    CHECK(p.linear1.weight.panels()[ct::kernels::panel_index<float>(16, 5, 3)] == 7.0f);
+    CHECK(p.ffn.linear1.weight.panels()[ct::kernels::panel_index<float>(16, 5, 3)] == 7.0f);
     ct::zero_params(p);
-    CHECK(p.linear1.weight.get(3 * 16 + 5) == 0.0f);
+    CHECK(p.ffn.linear1.weight.get(3 * 16 + 5) == 0.0f);
 }
 
 // ---- tutorial_numpy_decoder.md ----
@@ -159,10 +159,10 @@ TEST_CASE("numpy tutorial: Final Decoder Output reproduced to 1e-6") {
         p.self_attn.out_proj.weight.set(i, i % 5 == 0 ? 1.0 : 0.0);
         p.multihead_attn.out_proj.weight.set(i, i % 5 == 0 ? 1.0 : 0.0);
     }
-    set_numpy(p.linear1.weight, W1, 4, 8);
-    set_numpy(p.linear2.weight, W2, 8, 4);
-    for (std::size_t i = 0; i < 8; ++i) p.linear1.bias.set(i, b1[i]);
-    for (std::size_t i = 0; i < 4; ++i) p.linear2.bias.set(i, b2[i]);
+    set_numpy(p.ffn.linear1.weight, W1, 4, 8);
+    set_numpy(p.ffn.linear2.weight, W2, 8, 4);
+    for (std::size_t i = 0; i < 8; ++i) p.ffn.linear1.bias.set(i, b1[i]);
+    for (std::size_t i = 0; i < 4; ++i) p.ffn.linear2.bias.set(i, b2[i]);
     static ct::Tensor<double, 1, 3, 4> tgt{{}, {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2}};
     static ct::Tensor<double, 1, 3, 4> mem{{}, {1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0, 2.1}};
     static ct::Tensor<double, 1, 3, 4> out;

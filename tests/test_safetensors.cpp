@@ -93,7 +93,7 @@ TEST_CASE("safetensors: writer/reader round trip, prefixes, F64 -> F32 conversio
 
     const auto f64 = build(layer_specs("", "F64"));
     REQUIRE(ct::load_state_dict(b, f64).ok());
-    CHECK(b.linear1.weight.get(5) == 0.005f);
+    CHECK(b.ffn.linear1.weight.get(5) == 0.005f);
     CHECK(b.norm2.bias.get(7) == 0.007f);
 
     // The fixture files: params are found under "params." next to inputs and grads.

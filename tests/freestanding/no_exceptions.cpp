@@ -34,7 +34,7 @@ int main(int argc, char**) {
     float loss = 0;
     ok += G::forward_train(gp, gws, ga, t, t, loss).ok() && G::backward(gp, ga, gws, gg).ok();
     ct::clip_grad_norm(gg, 1.0);
-    opt.step(gp, gg);
+    ok += opt.step(gp, gg).ok();
     const ct::token prompt[1] = {1};
     ok += G::generate(gp, gen, gcache, prompt, 1, 3, ct::sampling{}, [](ct::token) { return true; }).ok();
     const ct::save_result r = ct::save_checkpoint(std::span<std::byte>(buf), gp, opt);

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-#include "../simd.hpp"
+#include "../simd/simd.hpp"
 
 namespace ctformer::kernels {
 // scores: (R·W) = (q: (Dh) · kt: (Dh, R·W) at stride ldk) · scale, the scale applied once per

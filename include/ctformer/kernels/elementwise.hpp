@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "../simd.hpp"
+#include "../simd/simd.hpp"
 
 namespace ctformer::kernels {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "elementwise.hpp"
-#include "panels.hpp"
+#include "../core/panels.hpp"
 
 namespace ctformer::kernels {
 
@@ -139,10 +139,8 @@ constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, c
 
 // a (row-major) is read where it is unless its block (M x KC) exceeds a_unpacked_bytes and its
 // row stride is a multiple of a_alias_bytes: then the MR rows a tile reads side by side map to one
-// L1 set and evict each other (measured on AVX-512 Zen 5, 64x2048x2048 with rows 8 KB apart: in
-// place 3177 µs, packed 2850 µs). Elsewhere packing costs a pass over a per K block that the tiles
-// do not pay back: the FFN's second GEMM over padded hidden rows (128x512x2048, rows 8,256 bytes
-// apart), AVX-512 Zen 4: packed 2470 µs, in place 2370 µs; gpt's 64x256x1024 317 -> 294 µs.
+// L1 set and evict each other. Elsewhere packing costs a pass over a per K block that the tiles
+// do not pay back (scripts/performance_notes.md, "GEMM: when a is packed").
 inline constexpr std::size_t a_unpacked_bytes = 16 * 1024, a_alias_bytes = 4096;
 // Whether the packed path packs a's (rows x kc) block (always when a is transposed; never on
 // compact kernels, which have no caches to feed).
@@ -444,15 +442,10 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // place, one gemm_packed per panel, so that each panel's K blocks run one after another and the
 // weights are read front to back as one stream (a panel is contiguous) while c's (M x NR) column
 // stays in L1 across them (K block by K block, every panel's first block is read before any
-// second block). AVX-512 on Zen 4, interleaved A/B against K block by K block: layer/base 11.47 ->
-// 11.16 ms (best of 5), its calls in sequence 11.24 -> 10.79 ms, each call alone within 0.4%,
-// BM_gemm_cold/128/2048/512 2792 -> 2631 µs; the other layers within 1%. Prefetch of the block
-// the tiles read next (gemm_packed), only where a panel row is under two cache lines (256-bit
-// vectors and narrower: the 6 x 16 tile consumes a panel's lines twice as fast per FMA as the
-// 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes. AVX2 on Zen 4, layer/base
-// 11.20 -> 10.89 ms (best of 5) against K block by K block with the next panel's block
-// prefetched; panel by panel without a prefetch was 5% slower. AVX-512: no gain on Zen 4, 4-12%
-// slower on Zen 5 (measured with the next panel's block, K block by K block).
+// second block). The tiles prefetch the block they read next (gemm_packed) only where a panel row
+// is under two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines
+// twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
+// (Measurements: scripts/performance_notes.md, "GEMM: panel order and prefetch".)
 template <class T, class Act>
 inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                                T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
@@ -676,9 +669,8 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 // block once per call, whatever M: at M = 16 on AVX-512 that costs as much as a third of the
 // FMAs (`BM_gemm_nt/16/64/256` 64% of the peak). Transposed, the panels are a row-major a
 // (N x NR, one panel per K block) read in place, and only the few rows of a and c are
-// transposed, through the scratch. Measured on Zen 4 (prototype, best of 15): AVX-512 M = 16
-// 3-14% faster at the tiny layer's shapes, 27-28% with 4 MB of weights, M = 32 0.5-9.5%; AVX2
-// M = 8 and 16 1-25%; other row counts mixed (M = 24 or 48 up to 40% slower, M = 64 2-5%).
+// transposed, through the scratch. Only at those row counts does it pay (measurements:
+// scripts/performance_notes.md, "GEMM: few-row input gradients").
 template <class T> constexpr bool nt_few_rows(std::size_t M) {
     constexpr std::size_t W = simd::width<T>;
     return !gemm_tile<T>::compact && (M == W || M == 2 * W);

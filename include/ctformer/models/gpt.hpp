@@ -20,12 +20,12 @@
 #include <limits>
 #include <type_traits>
 
-#include "../config.hpp"
+#include "../layer/config.hpp"
 #include "../modules/cross_entropy.hpp"
 #include "../modules/embedding.hpp"
 #include "../modules/linear.hpp"
-#include "../params.hpp"
-#include "../stack.hpp"
+#include "../core/reflect.hpp"
+#include "stack.hpp"
 #include "sampling.hpp"
 
 namespace ctformer {

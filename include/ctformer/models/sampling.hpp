@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "../dropout.hpp"
-#include "../status.hpp"
+#include "../core/dropout.hpp"
+#include "../core/status.hpp"
 
 namespace ctformer {
 

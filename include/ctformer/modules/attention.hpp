@@ -6,16 +6,52 @@
 #include <array>
 #include <cstddef>
 
-#include "../dropout.hpp"
-#include "../params.hpp"
-#include "attention_head.hpp"
+#include "../core/dropout.hpp"
+#include "../core/reflect.hpp"
+#include "../kernels/attention.hpp"
 #include "linear.hpp"
+
+namespace ctformer {
+
+// torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
+// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
+template <class T, std::size_t D, bool Bias> struct MultiheadAttentionParams;
+template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
+    using in_w_t = PackedWeight<T, 3 * D, D, D>;
+    using in_b_t = Tensor<T, 3 * D>;
+    using out_t = LinearParams<T, D, D, true>;
+    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
+                             (out_t, out_proj));
+    constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
+    constexpr T* in_bias_data() { return in_proj_bias.data(); }
+};
+template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
+    using in_w_t = PackedWeight<T, 3 * D, D, D>;
+    using out_t = LinearParams<T, D, D, false>;
+    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
+    constexpr const T* in_bias_data() const { return nullptr; }
+    constexpr T* in_bias_data() { return nullptr; }
+};
+
+// ---- Attention score scale: scores = q·kᵀ · scale. ----
+struct inv_sqrt_head_dim {
+    template <class T> static constexpr T value(std::size_t head_dim) { return T(1) / simd::vsqrt(static_cast<T>(head_dim)); }
+};
+struct no_scale {
+    template <class T> static constexpr T value(std::size_t) { return T(1); }
+};
+template <long long Num, long long Den = 1> struct scale_ratio {
+    static_assert(Den != 0, "ctformer: scale_ratio denominator is zero");
+    template <class T> static constexpr T value(std::size_t) { return static_cast<T>(Num) / static_cast<T>(Den); }
+};
+
+}  // namespace ctformer
 
 namespace ctformer::modules {
 
 template <class Cfg> struct attention {
     using T = typename Cfg::value_type;
-    using Params = LayerParams<Cfg>;
+    using Params = MultiheadAttentionParams<T, Cfg::d_model, Cfg::attn_bias>;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
     // Row strides of the self-attention's q | k | v (3D columns) and the memory's projected k | v
     // (2D), whose rows the score tiles read in place.
@@ -91,7 +127,7 @@ template <class Cfg> struct attention {
     template <class Src, class Mask, class Drop>
     static constexpr void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p.self_attn;
+        const auto& a = p;
         // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
         linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, qkv_ld, bf.pack);
         self_heads(bf, B, Tq, src, mask, drop);
@@ -117,7 +153,7 @@ template <class Cfg> struct attention {
     template <class Src, class Mask, class Drop>
     static constexpr void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                               const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p.multihead_attn;
+        const auto& a = p;
         src.project(p, bf.pack);  // the memory's k|v (a step's come from its cache)
         // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
         linear::forward(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), bf.qkv, D, bf.pack);
@@ -141,7 +177,7 @@ template <class Cfg> struct attention {
     // mem: (rows, D) -> kv: (rows, 2D) at stride ldkv = mem · [Wk; Wv]ᵀ + [bk; bv]
     static constexpr void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, std::size_t ldkv,
                                          T* pack) {
-        const auto& a = p.multihead_attn;
+        const auto& a = p;
         const T* bias = a.in_bias_data();
         linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, ldkv, pack);
     }
@@ -170,8 +206,8 @@ template <class Cfg> struct attention {
     static void self_backward(const Params& p, Params& g, const T* x, const T* qkv, const T* ctx, const T* lse,
                               const T* dy, T* dx, bool accumulate, std::size_t B, std::size_t Tq, const Mask& mask,
                               const Drop& drop, const grad_scratch& s) {
-        const auto& a = p.self_attn;
-        auto& ga = g.self_attn;
+        const auto& a = p;
+        auto& ga = g;
         const std::size_t M = B * Tq;
         out_backward(a, ga, ctx, dy, M, s);
         for (std::size_t i = 0; i < M * qkv_ld; ++i) s.d_q[i] = T(0);
@@ -196,8 +232,8 @@ template <class Cfg> struct attention {
                                const T* ctx, const T* lse, const T* dy, T* dx, bool accumulate, T* d_mem,
                                std::size_t B, std::size_t Tq, std::size_t S, const Mask& mask, const Drop& drop,
                                const grad_scratch& s) {
-        const auto& a = p.multihead_attn;
-        auto& ga = g.multihead_attn;
+        const auto& a = p;
+        auto& ga = g;
         const std::size_t M = B * Tq;
         out_backward(a, ga, ctx, dy, M, s);
         for (std::size_t i = 0; i < M * D; ++i) s.d_q[i] = T(0);

@@ -1,8 +1,24 @@
 // ctformer/modules/embedding.hpp — token and position embeddings (torch.nn.Embedding, and the
 // sinusoidal table of "Attention Is All You Need"): forward and backward side by side.
 #pragma once
+#include <boost/hana/define_struct.hpp>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
+
+#include "../core/reflect.hpp"
+#include "../core/tensor.hpp"
+
+namespace ctformer {
+
+// torch.nn.Embedding: weight (V, D). Packed: stored in panel layout (an embedding tied to the LM
+// head, which reads it as a Linear weight).
+template <class T, std::size_t V, std::size_t D, bool Packed> struct EmbeddingParams {
+    using weight_t = std::conditional_t<Packed, PackedWeight<T, V, D>, Tensor<T, V, D>>;
+    BOOST_HANA_DEFINE_STRUCT(EmbeddingParams, (weight_t, weight));
+};
+
+}  // namespace ctformer
 
 namespace ctformer::modules {
 

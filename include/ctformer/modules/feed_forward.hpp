@@ -4,18 +4,31 @@
 #pragma once
 #include <cstddef>
 
-#include "../dropout.hpp"
+#include <boost/hana/define_struct.hpp>
+
+#include "../core/dropout.hpp"
+#include "../core/reflect.hpp"
 #include "../kernels/elementwise.hpp"
-#include "../params.hpp"
-#include "../policies.hpp"
+#include "activations.hpp"
 #include "linear.hpp"
+
+namespace ctformer {
+
+// linear1 (F, D) and linear2 (D, F), named at the layer's level (TransformerDecoderLayer's names).
+template <class T, std::size_t D, std::size_t F, bool Bias> struct FeedForwardParams : inlined {
+    using lin1_t = LinearParams<T, F, D, Bias>;
+    using lin2_t = LinearParams<T, D, F, Bias>;
+    BOOST_HANA_DEFINE_STRUCT(FeedForwardParams, (lin1_t, linear1), (lin2_t, linear2));
+};
+
+}  // namespace ctformer
 
 namespace ctformer::modules {
 
 template <class Cfg> struct feed_forward {
     using T = typename Cfg::value_type;
     using Act = typename Cfg::activation_type;
-    using Params = LayerParams<Cfg>;
+    using Params = FeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     // Row stride of the hidden activations (hidden, u): linear1's register tiles write 12 rows at
     // a time, which at a multiple of 4 KB apart share one L1 set.
@@ -48,7 +61,7 @@ template <class Cfg> struct feed_forward {
                          bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
         static_assert(differentiable_activation<Act, T>,
                       "ctformer: the activation has no derivative: training needs a member derivative(x) "
-                      "(see policies.hpp)");
+                      "(see modules/activations.hpp)");
         // h = dropout(act(u)) again, for linear2's weight gradient
         for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);

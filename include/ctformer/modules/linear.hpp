@@ -2,9 +2,34 @@
 // backward side by side. A weight may be used a few output blocks at a time (segments:
 // MultiheadAttention's Wq | Wk | Wv); each function takes the first block s0 and the count n.
 #pragma once
+#include <boost/hana/define_struct.hpp>
 #include <cstddef>
 
+#include "../core/reflect.hpp"
+#include "../core/tensor.hpp"
 #include "../kernels/gemm.hpp"
+
+namespace ctformer {
+
+// torch.nn.Linear: y = x·Wᵀ + b, weight (Out, In), bias (Out).
+template <class T, std::size_t Out, std::size_t In, bool Bias> struct LinearParams;
+template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, true> {
+    using weight_t = PackedWeight<T, Out, In>;
+    using bias_t = Tensor<T, Out>;
+    static constexpr bool has_bias = true;
+    BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
+    constexpr const T* bias_data() const { return bias.data(); }
+    constexpr T* bias_data() { return bias.data(); }
+};
+template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
+    using weight_t = PackedWeight<T, Out, In>;
+    static constexpr bool has_bias = false;
+    BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
+    constexpr const T* bias_data() const { return nullptr; }
+    constexpr T* bias_data() { return nullptr; }
+};
+
+}  // namespace ctformer
 
 namespace ctformer::modules {
 

@@ -1,9 +1,90 @@
-// ctformer/modules/norm.hpp — the layer's normalization over rows of d_model values, with the
-// configured policy (LayerNorm, RMSNorm or a user type): forward and backward side by side.
+// ctformer/modules/norm.hpp — normalization over rows of d_model values: the policies a user picks
+// (ct::norm<layer_norm | rms_norm | YourNorm>, with their parameters) and the layer's norm module
+// over the configured one, forward and backward side by side.
 #pragma once
+#include <boost/hana/define_struct.hpp>
 #include <cstddef>
 
-#include "../policies.hpp"
+#include "../core/tensor.hpp"
+#include "../kernels/norm.hpp"
+
+namespace ctformer {
+
+// ---- Normalizations. A norm policy has
+//   template <class T, size_t D, bool Bias> using params = ...;   (reflected; no_params if none)
+//   template <size_t D, class P, class T> static void apply(const P&, const T* x, T* y, T eps);
+// which normalizes one row x: (D) into y: (D); y may alias x; optionally
+//   template <size_t D, class P, class T> static void apply_rows(const P&, const T* x, T* y, size_t rows, T eps);
+// the same for rows (rows, D) at once (the built-in norms: the statistics of a vector's width of
+// rows together); and, for training,
+//   template <size_t D, class P, class T> static void backward(const P& p, P& grad, const T* x,
+//       const T* dy, T* dx, T eps, bool accumulate);
+// which, from the forward's input row x and the output's gradient dy, adds the parameters'
+// gradients to grad and writes dx (adds to it when accumulate). ----
+struct no_params {
+    BOOST_HANA_DEFINE_STRUCT(no_params);
+};
+
+template <class T, std::size_t D, bool Bias> struct LayerNormParams;
+template <class T, std::size_t D> struct LayerNormParams<T, D, true> {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(LayerNormParams, (vec_t, weight), (vec_t, bias));
+};
+template <class T, std::size_t D> struct LayerNormParams<T, D, false> {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(LayerNormParams, (vec_t, weight));
+};
+template <class T, std::size_t D> struct RMSNormParams {
+    using vec_t = Tensor<T, D>;
+    BOOST_HANA_DEFINE_STRUCT(RMSNormParams, (vec_t, weight));
+};
+
+// PyTorch LayerNorm: (x - mean) / sqrt(biased_var + eps) · weight + bias.
+struct layer_norm {
+    template <class T, std::size_t D, bool Bias> using params = LayerNormParams<T, D, Bias>;
+    template <std::size_t D, class T, bool Bias>
+    static constexpr void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
+        const T* beta = nullptr;
+        if constexpr (Bias) beta = p.bias.data();
+        kernels::layer_norm_row(x, y, D, eps, p.weight.data(), beta);
+    }
+    template <std::size_t D, class T, bool Bias>
+    static constexpr void apply_rows(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, std::size_t rows, T eps) {
+        const T* beta = nullptr;
+        if constexpr (Bias) beta = p.bias.data();
+        kernels::layer_norm_rows(x, y, rows, D, eps, p.weight.data(), beta);
+    }
+    template <std::size_t D, class T, bool Bias>
+    static void backward(const LayerNormParams<T, D, Bias>& p, LayerNormParams<T, D, Bias>& g, const T* x,
+                         const T* dy, T* dx, T eps, bool accumulate) {
+        T* dbeta = nullptr;
+        if constexpr (Bias) dbeta = g.bias.data();
+        kernels::layer_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), dbeta, accumulate);
+    }
+};
+// RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
+struct rms_norm {
+    template <class T, std::size_t D, bool Bias> using params = RMSNormParams<T, D>;
+    template <std::size_t D, class T>
+    static constexpr void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {
+        kernels::rms_norm_row(x, y, D, eps, p.weight.data());
+    }
+    template <std::size_t D, class T>
+    static constexpr void apply_rows(const RMSNormParams<T, D>& p, const T* x, T* y, std::size_t rows, T eps) {
+        kernels::rms_norm_rows(x, y, rows, D, eps, p.weight.data());
+    }
+    template <std::size_t D, class T>
+    static void backward(const RMSNormParams<T, D>& p, RMSNormParams<T, D>& g, const T* x, const T* dy, T* dx, T eps,
+                         bool accumulate) {
+        kernels::rms_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), accumulate);
+    }
+};
+
+// Whether a norm policy can be trained through (it has backward).
+template <class N, std::size_t D, class P, class T> concept differentiable_norm =
+    requires(const P& p, P& g, const T* x, T* dx) { N::template backward<D>(p, g, x, x, dx, T(0), false); };
+
+}  // namespace ctformer
 
 namespace ctformer::modules {
 
@@ -26,7 +107,7 @@ template <class Cfg> struct norm {
                                              bool accumulate) {
         static_assert(differentiable_norm<Policy, D, NP, T>,
                       "ctformer: the norm policy has no backward: training needs static void backward<D>(params, "
-                      "grads, x, dy, dx, eps, accumulate) (see policies.hpp)");
+                      "grads, x, dy, dx, eps, accumulate) (see modules/norm.hpp)");
         for (std::size_t r = 0; r < rows; ++r)
             Policy::template backward<D>(np, g, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
     }

@@ -1,4 +1,4 @@
-// ctformer/stack.hpp — N layers of one type and an optional final norm, as
+// ctformer/models/stack.hpp — N layers of one type and an optional final norm, as
 // torch.nn.TransformerDecoder computes them (the decoder-only block's stack is TransformerEncoder).
 //
 //   using Stack = ct::DecoderStack<Layer, 6>;           // layers.{0..5}.*, norm.*
@@ -23,8 +23,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include "layer.hpp"
-#include "params.hpp"
+#include "../layer/layer.hpp"
+#include "../core/reflect.hpp"
 
 namespace ctformer {
 

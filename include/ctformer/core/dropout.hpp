@@ -1,4 +1,4 @@
-// ctformer/dropout.hpp — reproducible dropout from a counter-based RNG (Philox-4x32-10).
+// ctformer/core/dropout.hpp — reproducible dropout from a counter-based RNG (Philox-4x32-10).
 //
 // Each element's random number is a pure function of (seed, step, site, row, column), so a run is
 // reproducible, independent of vector width, tiling or thread count, and the step API draws the

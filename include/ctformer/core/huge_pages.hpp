@@ -1,4 +1,4 @@
-// ctformer/huge_pages.hpp — asking the OS to back the big roles with 2 MB pages.
+// ctformer/core/huge_pages.hpp — asking the OS to back the big roles with 2 MB pages.
 //
 // ctformer never allocates: params, workspaces, activations and caches live where the user puts
 // them. A layer's forward touches all of them once per call (the base layer: 16 MB of weights and

@@ -1,4 +1,4 @@
-// ctformer/modules/attention_head.hpp — scaled dot-product attention for one (batch row, head):
+// ctformer/kernels/attention.hpp — scaled dot-product attention for one (batch row, head):
 // forward (shared by the full forward and the cached step) and backward side by side. Keys are
 // read pre-transposed (kt: (Dh, S)) so scores are a GEMM vectorized along the keys; a step with
 // one query row is then a GEMV over the cache. The training forward saves one number per query
@@ -10,11 +10,11 @@
 #include <limits>
 #include <type_traits>
 
-#include "../dropout.hpp"
-#include "../kernels/attention_query.hpp"
-#include "../kernels/gemm.hpp"
-#include "../kernels/softmax.hpp"
-#include "../masks.hpp"
+#include "../core/dropout.hpp"
+#include "attention_query.hpp"
+#include "gemm.hpp"
+#include "softmax.hpp"
+#include "../core/masks.hpp"
 
 namespace ctformer {
 

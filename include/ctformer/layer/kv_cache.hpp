@@ -1,4 +1,4 @@
-// ctformer/kv_cache.hpp — key/value caches for incremental decoding (the KV-cache memory role).
+// ctformer/layer/kv_cache.hpp — key/value caches for incremental decoding (the KV-cache memory role).
 //
 // KVCache holds one layer's self-attention keys and values for up to Capacity positions per
 // batch row, with a runtime length per row (ragged batches). Keys are stored transposed per head,
@@ -10,8 +10,8 @@
 #include <array>
 #include <cstddef>
 
-#include "role_size.hpp"
-#include "status.hpp"
+#include "../core/role_size.hpp"
+#include "../core/status.hpp"
 
 namespace ctformer {
 

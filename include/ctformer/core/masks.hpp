@@ -1,4 +1,4 @@
-// ctformer/masks.hpp — attention masks as types, composed at compile time, evaluated row by row
+// ctformer/core/masks.hpp — attention masks as types, composed at compile time, evaluated row by row
 // inside the attention loop. Nothing here is materialized: causal and length masks are a bound on
 // the key range (keys past it are never computed), tensor masks are read where they apply.
 //

@@ -1,4 +1,4 @@
-// ctformer/tensor.hpp — statically shaped storage and views.
+// ctformer/core/tensor.hpp — statically shaped storage and views.
 //
 // Tensor<T, Dims...> owns its elements inline (64-byte aligned, size a compile-time constant) so
 // it can live in static storage or in memory the user owns; it never allocates. TensorView is the
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "kernels/panels.hpp"
+#include "panels.hpp"
 
 namespace ctformer {
 

@@ -1,4 +1,4 @@
-// ctformer/layer.hpp — the decoder layer as a type: entry points and the sub-layer sequence, over
+// ctformer/layer/layer.hpp — the decoder layer as a type: entry points and the sub-layer sequence, over
 // the modules (modules/: linear, attention, feed_forward, norm) and the memory roles (roles.hpp).
 //
 //   using Layer = ct::DecoderLayer<ct::d_model<64>, ct::heads<4>, ct::ffn_dim<256>>;
@@ -19,18 +19,19 @@
 #include <type_traits>
 
 #include "config.hpp"
-#include "dropout.hpp"
-#include "kernels/elementwise.hpp"
+#include "../core/dropout.hpp"
+#include "../kernels/elementwise.hpp"
 #include "kv_cache.hpp"
-#include "masks.hpp"
-#include "modules/attention.hpp"
-#include "modules/feed_forward.hpp"
-#include "modules/linear.hpp"
-#include "modules/norm.hpp"
+#include "../core/masks.hpp"
+#include "../modules/attention.hpp"
+#include "../modules/feed_forward.hpp"
+#include "../modules/linear.hpp"
+#include "../modules/norm.hpp"
+#include "../core/reflect.hpp"
 #include "params.hpp"
 #include "roles.hpp"
-#include "status.hpp"
-#include "tensor.hpp"
+#include "../core/status.hpp"
+#include "../core/tensor.hpp"
 
 namespace ctformer {
 
@@ -306,21 +307,21 @@ template <class Cfg> struct Layer {
             if (acts) bf = {acts->qkv, acts->ctx[0], acts->lse[0], ws.scores, ws.pack};
         const T* in = start(0, x);
         if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
-        Attn::self_forward(p, bf, in, B, Tq, self_src, sm, drop, branch, fused);
+        Attn::self_forward(p.self_attn, bf, in, B, Tq, self_src, sm, drop, branch, fused);
         finish(0, x, dropout_site::self_attn_out);
         if constexpr (cross) {  // memory is never normalized
             bf.qkv = ws.q_cross();
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) bf = {acts->q_cross, acts->ctx[1], acts->lse[1], ws.scores, ws.pack};
             in = start(1, y);
-            Attn::cross_forward(p, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
+            Attn::cross_forward(p.multihead_attn, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
             finish(1, y, dropout_site::cross_attn_out);
         }
         in = start(sublayers - 1, y);
         T* u = nullptr;
         if constexpr (!std::is_same_v<Acts, void>)
             if (acts) u = acts->u;
-        FFN::forward(p, in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
+        FFN::forward(p.ffn, in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
@@ -379,15 +380,15 @@ template <class Cfg> struct Layer {
             }
         };
         sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            FFN::backward(p, g, in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
+            FFN::backward(p.ffn, g.ffn, in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-                Attn::cross_backward(p, g, in, a.q_cross, a.mem, a.kv_mem, a.ctx[1], a.lse[1], dy, dx, acc, d_mem, B,
+                Attn::cross_backward(p.multihead_attn, g.multihead_attn, in, a.q_cross, a.mem, a.kv_mem, a.ctx[1], a.lse[1], dy, dx, acc, d_mem, B,
                                      Tq, S, cm, drop, sc_cross);
             });
         sublayer(0, dropout_site::self_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            Attn::self_backward(p, g, in, a.qkv, a.ctx[0], a.lse[0], dy, dx, acc, B, Tq, sm, drop, sc);
+            Attn::self_backward(p.self_attn, g.self_attn, in, a.qkv, a.ctx[0], a.lse[0], dy, dx, acc, B, Tq, sm, drop, sc);
         });
         kernels::add_inplace(d_tgt, grad, M * D);
     }
@@ -456,7 +457,7 @@ template <class Cfg> struct Layer {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                Attn::project_memory(p, mem.data() + (b * S + j0) * D, rows, ws.staging(), 2 * D, ws.pack);
+                Attn::project_memory(p.multihead_attn, mem.data() + (b * S + j0) * D, rows, ws.staging(), 2 * D, ws.pack);
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging() + r * 2 * D + h * Dh, ws.staging() + r * 2 * D + D + h * Dh);

@@ -1,4 +1,4 @@
-// ctformer/config.hpp — named compile-time options with PyTorch's defaults.
+// ctformer/layer/config.hpp — named compile-time options with PyTorch's defaults.
 //
 //   using Layer = ct::DecoderLayer<ct::d_model<512>, ct::heads<8>, ct::norm_first<true>>;
 //
@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "policies.hpp"
+#include "../modules/activations.hpp"
+#include "../modules/attention.hpp"
+#include "../modules/norm.hpp"
 
 namespace ctformer {
 

@@ -1,4 +1,4 @@
-// ctformer/cmath.hpp — exp, log, sqrt, erf and tanh usable in constant expressions.
+// ctformer/simd/cmath.hpp — exp, log, sqrt, erf and tanh usable in constant expressions.
 //
 // <cmath> is not constexpr in C++20, and xsimd's kernels are not either: a layer evaluated inside
 // a constant expression (docs/api.md, "constexpr evaluation") takes its scalar path and these

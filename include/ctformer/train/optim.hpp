@@ -1,4 +1,4 @@
-// ctformer/optim.hpp — optimizers over reflected params and grads (same type, same layout), no heap:
+// ctformer/train/optim.hpp — optimizers over reflected params and grads (same type, same layout), no heap:
 // torch.optim.SGD and torch.optim.AdamW with PyTorch's defaults and its order of float operations,
 // clip_grad_norm_, and a cosine-with-warmup learning-rate schedule.
 //
@@ -17,10 +17,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/optim.hpp"
-#include "params.hpp"
-#include "status.hpp"
-#include "tensor.hpp"
+#include "../kernels/optim.hpp"
+#include "../core/reflect.hpp"
+#include "../core/status.hpp"
+#include "../core/tensor.hpp"
 
 namespace ctformer {
 

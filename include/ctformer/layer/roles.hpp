@@ -1,4 +1,4 @@
-// ctformer/roles.hpp — the memory roles a call needs besides the Params: Workspace (scratch of
+// ctformer/layer/roles.hpp — the memory roles a call needs besides the Params: Workspace (scratch of
 // one forward), StepWorkspace (scratch of one decoding step), TrainWorkspace (scratch of a
 // training forward + backward) and Activations (what forward_train saves for backward).
 //
@@ -10,12 +10,12 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "dropout.hpp"
-#include "role_size.hpp"
-#include "kernels/gemm.hpp"
-#include "modules/attention.hpp"
-#include "modules/attention_head.hpp"
-#include "modules/feed_forward.hpp"
+#include "../core/dropout.hpp"
+#include "../core/role_size.hpp"
+#include "../kernels/gemm.hpp"
+#include "../modules/attention.hpp"
+#include "../kernels/attention.hpp"
+#include "../modules/feed_forward.hpp"
 
 namespace ctformer {
 

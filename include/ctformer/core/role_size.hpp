@@ -1,4 +1,4 @@
-// ctformer/role_size.hpp — every memory role's byte size.
+// ctformer/core/role_size.hpp — every memory role's byte size.
 //
 // A role's `bytes` is what the user must reserve for it: the size of the object, alignment padding
 // included, so `bytes == sizeof(Role)` always (tests static_assert it for every role). A role gets

@@ -1,4 +1,4 @@
-// ctformer/status.hpp — error values: every fallible operation returns a status naming the
+// ctformer/core/status.hpp — error values: every fallible operation returns a status naming the
 // problem and, where there is one, the tensor it concerns. No exceptions, no heap.
 #pragma once
 #include <array>

@@ -1,4 +1,4 @@
-// ctformer/kernels/panels.hpp — the GEMM's register tile and the panel layout of its weights.
+// ctformer/core/panels.hpp — the GEMM's register tile and the panel layout of its weights.
 //
 // The micro-kernel multiplies MR rows of a by NR = NV·W columns of b. Weights are stored once, at
 // load time, in the order it reads them: b: (K, N) cut into column panels of NR, each panel k-major
@@ -10,7 +10,7 @@
 #pragma once
 #include <cstddef>
 
-#include "../simd.hpp"
+#include "../simd/simd.hpp"
 
 namespace ctformer::kernels {
 

@@ -1,4 +1,4 @@
-// ctformer/flash.hpp — Params that live in flash (or any read-only memory), read in place.
+// ctformer/io/flash.hpp — Params that live in flash (or any read-only memory), read in place.
 //
 // A Params object is plain storage (arrays in the kernels' panel layout), so an image of its bytes,
 // made on the build machine by the converter (tools/flash_image.hpp), *is* the object: the image
@@ -13,7 +13,7 @@
 #include <bit>
 #include <cstddef>
 
-#include "kernels/panels.hpp"
+#include "../core/panels.hpp"
 
 // Defines symbol `sym` (C linkage) as the bytes of `file`, 64-byte aligned in a read-only section
 // (.rodata.<sym>, a COMDAT group: including the header from several translation units is fine),

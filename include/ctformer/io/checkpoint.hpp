@@ -1,12 +1,12 @@
-// ctformer/checkpoint.hpp — a training run's state in one safetensors file: the params under
+// ctformer/io/checkpoint.hpp — a training run's state in one safetensors file: the params under
 // "model." and the optimizer's state (moments or momentum buffers, step count) under "optimizer.".
 // A run saved, then loaded into fresh objects, continues bit for bit.
 #pragma once
 #include <cstddef>
 #include <span>
 
-#include "optim.hpp"
-#include "safetensors.hpp"
+#include "../train/optim.hpp"
+#include "state_dict.hpp"
 
 namespace ctformer {
 

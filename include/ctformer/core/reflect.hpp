@@ -1,5 +1,6 @@
-// ctformer/params.hpp — parameter structs with PyTorch's names and layouts, and the one generic
-// visitor that walks them as "dotted.name -> tensor" (loading, saving, counting, zeroing).
+// ctformer/core/reflect.hpp — the one generic visitor that walks parameter structs (each module
+// declares its own with PyTorch's names: BOOST_HANA_DEFINE_STRUCT) as "dotted.name -> tensor"
+// (loading, saving, counting, zeroing), module lists, and the Params role.
 //
 // Params are the immutable role: loaded once, then only read by forward/step/backward, so one
 // params object can be shared by any number of threads, each with its own workspace and caches.
@@ -19,68 +20,6 @@
 #include "tensor.hpp"
 
 namespace ctformer {
-
-// torch.nn.Linear: y = x·Wᵀ + b, weight (Out, In), bias (Out).
-template <class T, std::size_t Out, std::size_t In, bool Bias> struct LinearParams;
-template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, true> {
-    using weight_t = PackedWeight<T, Out, In>;
-    using bias_t = Tensor<T, Out>;
-    static constexpr bool has_bias = true;
-    BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
-    constexpr const T* bias_data() const { return bias.data(); }
-    constexpr T* bias_data() { return bias.data(); }
-};
-template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
-    using weight_t = PackedWeight<T, Out, In>;
-    static constexpr bool has_bias = false;
-    BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
-    constexpr const T* bias_data() const { return nullptr; }
-    constexpr T* bias_data() { return nullptr; }
-};
-
-// torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
-// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
-template <class T, std::size_t D, bool Bias> struct MultiheadAttentionParams;
-template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
-    using in_w_t = PackedWeight<T, 3 * D, D, D>;
-    using in_b_t = Tensor<T, 3 * D>;
-    using out_t = LinearParams<T, D, D, true>;
-    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
-                             (out_t, out_proj));
-    constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
-    constexpr T* in_bias_data() { return in_proj_bias.data(); }
-};
-template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
-    using in_w_t = PackedWeight<T, 3 * D, D, D>;
-    using out_t = LinearParams<T, D, D, false>;
-    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
-    constexpr const T* in_bias_data() const { return nullptr; }
-    constexpr T* in_bias_data() { return nullptr; }
-};
-
-// The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only
-// block's (TransformerEncoderLayer's names: no multihead_attn, no norm3).
-template <class Cfg, bool Cross = Cfg::cross_attention> struct LayerParams;
-template <class Cfg> struct LayerParams<Cfg, true> {
-    using T = typename Cfg::value_type;
-    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
-    using attn_t = MultiheadAttentionParams<T, D, Cfg::attn_bias>;
-    using lin1_t = LinearParams<T, F, D, Cfg::ffn_bias>;
-    using lin2_t = LinearParams<T, D, F, Cfg::ffn_bias>;
-    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
-    BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (attn_t, multihead_attn), (lin1_t, linear1),
-                             (lin2_t, linear2), (norm_t, norm1), (norm_t, norm2), (norm_t, norm3));
-};
-template <class Cfg> struct LayerParams<Cfg, false> {
-    using T = typename Cfg::value_type;
-    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
-    using attn_t = MultiheadAttentionParams<T, D, Cfg::attn_bias>;
-    using lin1_t = LinearParams<T, F, D, Cfg::ffn_bias>;
-    using lin2_t = LinearParams<T, D, F, Cfg::ffn_bias>;
-    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
-    BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (lin1_t, linear1), (lin2_t, linear2),
-                             (norm_t, norm1), (norm_t, norm2));
-};
 
 // N modules of one type, reflected as "0.", "1.", ... (nn.ModuleList): a stack's `layers`, a GPT's `h`.
 template <class P, std::size_t N> struct ModuleList {
@@ -103,12 +42,10 @@ template <class P> struct params_role : P {
 // A member a configuration leaves out (a tied LM head, sinusoidal positions): no tensors, no name.
 struct absent {};
 
-// torch.nn.Embedding: weight (V, D). Packed: stored in panel layout (an embedding tied to the LM
-// head, which reads it as a Linear weight).
-template <class T, std::size_t V, std::size_t D, bool Packed> struct EmbeddingParams {
-    using weight_t = std::conditional_t<Packed, PackedWeight<T, V, D>, Tensor<T, V, D>>;
-    BOOST_HANA_DEFINE_STRUCT(EmbeddingParams, (weight_t, weight));
-};
+// A params struct derived from inlined is named at its owner's level: its members' names are not
+// prefixed with the member's own (a module whose PyTorch names sit in the owner's state_dict, as
+// TransformerDecoderLayer's linear1 and linear2 are its feed-forward's).
+struct inlined {};
 
 template <class X> struct is_module_list : std::false_type {};
 template <class P, std::size_t N> struct is_module_list<ModuleList<P, N>> : std::true_type {};
@@ -137,12 +74,17 @@ template <class P, class F> constexpr void visit(P& p, char* name, std::size_t l
         }
     } else {
         boost::hana::for_each(boost::hana::accessors<std::remove_const_t<P>>(), [&](auto pair) {
-            constexpr const char* member = boost::hana::to<const char*>(boost::hana::first(pair));
-            const std::size_t mlen = std::char_traits<char>::length(member);
-            std::size_t n = len;
-            if (n) name[n++] = '.';
-            for (std::size_t i = 0; i < mlen; ++i) name[n + i] = member[i];
-            visit(boost::hana::second(pair)(p), name, n + mlen, f);
+            auto& m = boost::hana::second(pair)(p);
+            if constexpr (std::is_base_of_v<inlined, std::remove_cvref_t<decltype(m)>>) {
+                visit(m, name, len, f);
+            } else {
+                constexpr const char* member = boost::hana::to<const char*>(boost::hana::first(pair));
+                const std::size_t mlen = std::char_traits<char>::length(member);
+                std::size_t n = len;
+                if (n) name[n++] = '.';
+                for (std::size_t i = 0; i < mlen; ++i) name[n + i] = member[i];
+                visit(m, name, n + mlen, f);
+            }
         });
     }
 }

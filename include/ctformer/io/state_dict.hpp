@@ -1,0 +1,270 @@
+// ctformer/io/state_dict.hpp — params <-> safetensors by their reflected names (PyTorch's): loading
+// (every name, shape, dtype and value checked before the first write), reading one tensor, and
+// writing objects (params, gradients, optimizer state) as one file.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "../core/panels.hpp"
+#include "../core/reflect.hpp"
+#include "../core/status.hpp"
+#include "safetensors.hpp"
+
+namespace ctformer {
+
+namespace safetensors {
+
+// What a load accepts beyond names, shapes and dtypes. A finite F64 value too large for a float
+// destination is always an error (errc::value_out_of_range), never a silent inf.
+struct load_options {
+    bool reject_non_finite = false;  // NaN or inf in the file: errc::non_finite
+    double max_abs = 0;              // > 0: any |value| above it is errc::value_out_of_range
+};
+
+namespace detail {
+// A tensor as the loader sees it, whatever its C++ type: the loader is compiled once per element
+// type, not once per tensor shape (code size on a microcontroller, compile time everywhere).
+// Element i in PyTorch's row-major order is storage[index(i)].
+template <class T> struct tensor_ref {
+    T* storage;
+    std::size_t rank, size;
+    const std::size_t* shape;
+    std::size_t in = 0, seg = 0, segment_elems = 0;  // a PackedWeight's panel layout (in == 0: plain)
+    std::size_t index(std::size_t i) const {
+        if (in == 0) return i;
+        const std::size_t o = i / in, k = i % in;
+        return o / seg * segment_elems + kernels::panel_index<std::remove_const_t<T>>(in, k, o % seg);
+    }
+};
+template <class X> auto ref_of(X& x) {
+    using T = std::conditional_t<std::is_const_v<X>, const typename X::value_type, typename X::value_type>;
+    tensor_ref<T> r{x.storage, X::rank, X::size, X::shape.data()};
+    if constexpr (requires { X::segment_elems; }) r.in = X::in_features, r.seg = X::segment, r.segment_elems = X::segment_elems;
+    return r;
+}
+// Checks that entry e can fill a T tensor of that shape (convertible dtype, every value acceptable).
+template <class T, std::size_t Cap>
+status check_shaped(const file<Cap>& f, const entry* e, std::string_view name, std::size_t rank, const std::size_t* shape,
+                    std::size_t size, const load_options& opt) {
+    if (!e) return status::error(errc::missing_tensor, name);
+    const bool dtype_ok = std::is_same_v<T, bool> ? e->type == dtype::BOOL
+                                                   : (e->type == dtype::F32 || e->type == dtype::F64);
+    if (!dtype_ok) return status::error(errc::wrong_dtype, name);
+    if (e->rank != rank) return status::error(errc::wrong_shape, name);
+    for (std::size_t i = 0; i < rank; ++i)
+        if (e->shape[i] != shape[i]) return status::error(errc::wrong_shape, name);
+    // values need a pass only when they could fail: F64 into float, or an option asks
+    const bool fits_by_type = e->type == dtype::F32 || std::is_same_v<T, double>;
+    if (!std::is_same_v<T, bool> && (!fits_by_type || opt.reject_non_finite || opt.max_abs > 0)) {
+        const double limit = std::is_same_v<T, float> ? double(std::numeric_limits<float>::max())
+                                                      : std::numeric_limits<double>::max();
+        for (std::size_t i = 0; i < size; ++i) {
+            const double v = f.template element<double>(*e, i);
+            const bool finite = v - v == 0;
+            if (!finite && opt.reject_non_finite) return status::error(errc::non_finite, name);
+            if (finite && (v > limit || v < -limit || (opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))))
+                return status::error(errc::value_out_of_range, name);
+        }
+    }
+    return {};
+}
+// The tensor prefix + name of f into t, after the check accepted it. (This and check_named are
+// kept out of line: one copy per element type, not one per tensor of a params struct.)
+template <class T, std::size_t Cap>
+[[gnu::noinline]] void write_named(const file<Cap>& f, std::string_view prefix, std::string_view name, const tensor_ref<T>& t) {
+    const entry& e = *f.find(prefix, name);
+    for (std::size_t i = 0; i < t.size; ++i) t.storage[t.index(i)] = f.template element<T>(e, i);
+}
+template <class T, std::size_t Cap>
+[[gnu::noinline]] status check_named(const file<Cap>& f, std::string_view prefix, std::string_view name,
+                                     const tensor_ref<const T>& t, const load_options& opt) {
+    return check_shaped<T>(f, f.find(prefix, name), name, t.rank, t.shape, t.size, opt);
+}
+}  // namespace detail
+
+// Checks that entry e can fill tensor X (same shape, convertible dtype, every value acceptable).
+template <class X, std::size_t Cap>
+status check_entry(const file<Cap>& f, const entry* e, std::string_view name, const load_options& opt = {}) {
+    return detail::check_shaped<typename X::value_type>(f, e, name, X::rank, X::shape.data(), X::size, opt);
+}
+
+}  // namespace safetensors
+
+// Loads every tensor of params from f under prefix (e.g. "params." or "layers.3."). Checks all
+// names, shapes, dtypes and values first: on any error nothing has been written. Tensors under the
+// prefix that params do not have are an error (unexpected_tensor); tensors outside it are ignored.
+namespace safetensors::detail {
+template <class P, std::size_t Cap>
+status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
+    status result;
+    std::size_t matched = 0;
+    for_each_tensor(params, [&](std::string_view name, const auto& t) {
+        if (!result) return;
+        result = check_named(f, prefix, name, ref_of(t), opt);
+        ++matched;
+    });
+    if (!result) return result;
+    std::size_t under_prefix = 0;
+    for (std::size_t i = 0; i < f.size(); ++i)
+        if (f.under(f[i], prefix)) ++under_prefix;
+    if (under_prefix != matched) {  // some name under the prefix is not a parameter: find it
+        for (std::size_t i = 0; i < f.size(); ++i) {
+            if (!f.under(f[i], prefix)) continue;
+            bool known = false;
+            for_each_tensor(params, [&](std::string_view name, const auto&) {
+                known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
+            });
+            if (!known) return status::error(errc::unexpected_tensor, f[i].name);
+        }
+    }
+    return {};
+}
+// After check_state accepted every tensor.
+template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
+    for_each_tensor(params, [&](std::string_view name, auto& t) { write_named(f, prefix, name, ref_of(t)); });
+}
+}  // namespace safetensors::detail
+
+template <class P, std::size_t Cap>
+status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_view prefix = {},
+                       const safetensors::load_options& opt = {}) {
+    if (status st = safetensors::detail::check_state(static_cast<const P&>(params), f, prefix, opt); !st) return st;
+    safetensors::detail::write_state(params, f, prefix);
+    return {};
+}
+
+// One object of a multi-object load.
+template <class P> struct state_target {
+    std::string_view prefix;
+    P& object;
+};
+template <class P> state_target(std::string_view, P&) -> state_target<P>;
+
+// Loads several objects from one file (a checkpoint: params and optimizer state), all or nothing:
+// every object is checked as load_state_dict checks one before any is written.
+template <std::size_t Cap, class... P>
+status load_state_dicts(const safetensors::file<Cap>& f, const safetensors::load_options& opt,
+                        const state_target<P>&... parts) {
+    status st;
+    ((st = st ? safetensors::detail::check_state(static_cast<const P&>(parts.object), f, parts.prefix, opt) : st), ...);
+    if (!st) return st;
+    (safetensors::detail::write_state(parts.object, f, parts.prefix), ...);
+    return {};
+}
+
+// Parses bytes with an index on the stack (safetensors::file<128>: 13,352 bytes on 64-bit
+// targets, checked by tests/test_safetensors.cpp) and loads params.
+template <class P>
+status load_state_dict(P& params, std::span<const std::byte> bytes, std::string_view prefix = {},
+                       const safetensors::load_options& opt = {}) {
+    safetensors::file<128> f;
+    if (status st = f.parse(bytes); !st) return st;
+    return load_state_dict(params, f, prefix, opt);
+}
+
+// Reads one tensor (an input, a mask) by full name into a statically shaped tensor; checked like
+// a parameter (out holds its old values after an error).
+template <class X, std::size_t Cap>
+status read_tensor(const safetensors::file<Cap>& f, std::string_view name, X& out,
+                   const safetensors::load_options& opt = {}) {
+    const safetensors::entry* e = f.find(name);
+    if (status st = safetensors::check_entry<X>(f, e, name, opt); !st) return st;
+    for (std::size_t i = 0; i < X::size; ++i) out.set(i, f.template element<typename X::value_type>(*e, i));
+    return {};
+}
+
+// ---- Writer ----
+struct save_result {
+    status st;
+    std::size_t bytes = 0;  // bytes written (or needed, when the buffer was too small)
+};
+
+// One object of a multi-object file: its tensors are written under prefix.
+template <class P> struct named_state {
+    std::string_view prefix;
+    const P& object;
+};
+template <class P> named_state(std::string_view, const P&) -> named_state<P>;
+
+// Writes objects (params, gradients, optimizer state: anything for_each_tensor walks) as one
+// safetensors file, each tensor named prefix + its dotted name, values in their dtype and
+// PyTorch's layouts. With an empty out buffer it only computes the size needed.
+template <class... P> save_result save_state_dicts(std::span<std::byte> out, const named_state<P>&... parts) {
+    struct sink {
+        std::span<std::byte> out;
+        std::size_t n = 0;
+        void put(const void* p, std::size_t len) {
+            if (len && n + len <= out.size()) std::memcpy(out.data() + n, p, len);
+            n += len;
+        }
+        void str(std::string_view s) { put(s.data(), s.size()); }
+        void num(std::uint64_t v) {
+            char buf[24];
+            int k = 0;
+            do buf[k++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+            while (k) put(&buf[--k], 1);
+        }
+    };
+    // Header into out[8..], measured first so the data section can follow it.
+    auto write_header = [&](sink& s) {
+        std::uint64_t off = 0;
+        bool first = true;
+        s.str("{");
+        auto entry = [&](std::string_view prefix, std::string_view name, const auto& t) {
+            using X = std::remove_cvref_t<decltype(t)>;
+            using T = typename X::value_type;
+            if (!first) s.str(",");
+            first = false;
+            s.str("\"");
+            s.str(prefix);
+            s.str(name);
+            s.str("\":{\"dtype\":\"");
+            s.str(safetensors::dtype_names[static_cast<std::size_t>(safetensors::dtype_of<T>)]);
+            s.str("\",\"shape\":[");
+            for (std::size_t i = 0; i < X::rank; ++i) {
+                if (i) s.str(",");
+                s.num(X::shape[i]);
+            }
+            s.str("],\"data_offsets\":[");
+            s.num(off);
+            s.str(",");
+            off += X::size * sizeof(T);
+            s.num(off);
+            s.str("]}");
+        };
+        (for_each_tensor(parts.object, [&](std::string_view name, const auto& t) { entry(parts.prefix, name, t); }), ...);
+        s.str("}");
+        while (s.n % 8) s.str(" ");
+        return off;
+    };
+    sink measure{{}, 0};
+    const std::uint64_t data_bytes = write_header(measure);
+    const std::size_t header = measure.n, total = 8 + header + data_bytes;
+    if (out.size() < total) return {status::error(errc::buffer_too_small), total};
+    std::uint64_t hn = header;
+    for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::byte>((hn >> (8 * i)) & 0xff);
+    sink hs{out.subspan(8, header), 0};
+    write_header(hs);
+    sink ds{out.subspan(8 + header), 0};
+    auto data = [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) {
+            const auto v = t.get(i);
+            ds.put(&v, sizeof v);
+        }
+    };
+    (for_each_tensor(parts.object, data), ...);
+    return {{}, total};
+}
+
+// One object (params, grads) under an optional prefix.
+template <class P>
+save_result save_state_dict(const P& params, std::span<std::byte> out, std::string_view prefix = {}) {
+    return save_state_dicts(out, named_state<P>{prefix, params});
+}
+
+}  // namespace ctformer

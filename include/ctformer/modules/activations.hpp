@@ -1,0 +1,80 @@
+// ctformer/modules/activations.hpp — the activation functions a user picks at compile time
+// (ct::activation<...>). Each is a plain type; a user type with the same members works the same.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#include "../simd/simd.hpp"
+
+namespace ctformer {
+
+namespace detail {
+template <class V> struct lane { using type = V; };
+#if CTFORMER_XSIMD
+template <class T, class A> struct lane<xsimd::batch<T, A>> { using type = T; };
+#endif
+template <class V> using lane_t = typename lane<V>::type;
+}  // namespace detail
+
+// ---- Activations: callable on a scalar and on a simd::vec (a scalar-only user functor is applied
+// lane by lane by the kernels). Training also needs `derivative(x)`, the derivative at the
+// pre-activation x, callable the same way. ----
+struct relu {
+    template <class V> constexpr V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
+    // PyTorch's convention: 0 at x = 0.
+    template <class V> constexpr V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        return simd::vselect(x > V(T(0)), V(T(1)), V(T(0)));
+    }
+};
+// PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)) = x·Φ(x).
+struct gelu {
+    template <class V> constexpr V operator()(const V& x) const { return x * simd::vnormal_cdf(x); }
+    // Φ(x) + x·φ(x)
+    template <class V> constexpr V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V cdf = simd::vnormal_cdf(x);
+        const V pdf = V(T(0.39894228040143267794)) * simd::vexp_nonpositive(V(T(-0.5)) * x * x);
+        return cdf + x * pdf;
+    }
+};
+// GELU, tanh approximation (PyTorch approximate="tanh").
+struct gelu_tanh {
+    template <class V> constexpr V operator()(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V inner = V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x * x * x);
+        return V(T(0.5)) * x * (V(T(1)) + simd::vtanh(inner));
+    }
+    template <class V> constexpr V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V x2 = x * x;
+        const V t = simd::vtanh(V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x2 * x));
+        const V dinner = V(T(0.79788456080286535588)) * (V(T(1)) + V(T(3 * 0.044715)) * x2);
+        return V(T(0.5)) * (V(T(1)) + t) + V(T(0.5)) * x * (V(T(1)) - t * t) * dinner;
+    }
+};
+// SiLU / swish: x · sigmoid(x).
+struct silu {
+    template <class V> constexpr V operator()(const V& x) const {
+        using T = detail::lane_t<V>;
+        return x / (V(T(1)) + simd::vexp(-x));
+    }
+    // s · (1 + x · (1 - s)), s = sigmoid(x)
+    template <class V> constexpr V derivative(const V& x) const {
+        using T = detail::lane_t<V>;
+        const V s = V(T(1)) / (V(T(1)) + simd::vexp(-x));
+        return s * (V(T(1)) + x * (V(T(1)) - s));
+    }
+};
+struct identity_activation {
+    template <class V> constexpr V operator()(const V& x) const { return x; }
+    template <class V> constexpr V derivative(const V&) const { return V(detail::lane_t<V>(1)); }
+};
+
+// Whether an activation can be trained through (it has derivative(x)).
+template <class A, class T> concept differentiable_activation = requires(const A& a, T x) {
+    { a.derivative(x) };
+};
+
+}  // namespace ctformer

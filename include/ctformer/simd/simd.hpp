@@ -1,0 +1,6 @@
+// ctformer/simd/simd.hpp — the vector layer the kernels are written in: the arch chosen at compile
+// time (arch.hpp), lane operations (lanes.hpp) and elementwise math (math.hpp).
+#pragma once
+#include "arch.hpp"
+#include "lanes.hpp"
+#include "math.hpp"
