@@ -189,6 +189,40 @@ TEST_CASE("DecoderStack of decoder-only blocks: forward = layers by hand; step a
     for (std::size_t m = 0; m < 12; ++m)
         ct::modules::norm<Blk::config>::forward(p.norm, by_hand.data() + m * 16, by_hand.data() + m * 16, 1);
     CHECK_CLOSE("stack vs layers by hand", out.data(), by_hand.data(), out.size, 1e-12);
+    // one set of entry points: ct::no_memory in the memory's place is the short form, bit for bit
+    {
+        static ct::Tensor<double, 2, 6, 16> out1, out2, d_out, d_tgt, d_tgt2;
+        static S::TrainWorkspace<2, 6> tws;
+        static S::Activations<2, 6> acts;
+        static S::Grads g, g2;
+        static S::KVCache<2, 6> c1, c2;
+        static ct::Tensor<double, 2, 2, 16> y1, y2;
+        const ct::no_memory none;
+        REQUIRE(S::forward(p, ws, x, none, out2, ct::causal{}).ok());
+        CHECK(std::memcmp(out.data(), out2.data(), sizeof out.storage) == 0);
+        REQUIRE(Blk::forward(p.layers[0], lws, x, none, out2, ct::causal{}).ok());
+        REQUIRE(Blk::forward(p.layers[0], lws, x, out1, ct::causal{}).ok());
+        CHECK(std::memcmp(out1.data(), out2.data(), sizeof out.storage) == 0);
+        for (std::size_t i = 0; i < d_out.size; ++i) d_out.storage[i] = std::sin(0.3 * double(i));
+        const ct::dropout_config dc{0.1f, -1, -1, 5, 1};
+        REQUIRE(S::forward_train(p, tws, acts, x, out1, dc, ct::causal{}).ok());
+        REQUIRE(S::backward(p, acts, tws, d_out, g, d_tgt, ct::causal{}).ok());
+        REQUIRE(S::forward_train(p, tws, acts, x, none, out2, dc, ct::causal{}).ok());
+        ct::no_memory d_none;
+        REQUIRE(S::backward(p, acts, tws, d_out, g2, d_tgt2, d_none, ct::causal{}).ok());
+        CHECK(std::memcmp(out1.data(), out2.data(), sizeof out.storage) == 0);
+        CHECK(std::memcmp(d_tgt.data(), d_tgt2.data(), sizeof d_tgt.storage) == 0);
+        CHECK(std::memcmp(&g, &g2, sizeof g) == 0);
+        static ct::Tensor<double, 2, 2, 16> x2;
+        for (std::size_t i = 0; i < x2.size; ++i) x2.storage[i] = x.storage[i];
+        REQUIRE(S::step(p, sws, c1, x2, y1, ct::causal{}).ok());
+        REQUIRE(S::step(p, sws, c2, none, x2, y2, ct::causal{}).ok());
+        CHECK(std::memcmp(y1.data(), y2.data(), sizeof y1.storage) == 0);
+        REQUIRE(S::step_ragged(p, sws, c1, x2, y1, {1, 2}, ct::causal{}).ok());
+        REQUIRE(S::step_ragged(p, sws, c2, none, x2, y2, {1, 2}, ct::causal{}).ok());
+        CHECK(std::memcmp(y1.data(), y2.data(), sizeof y1.storage) == 0);
+        CHECK(c1.lengths() == c2.lengths());
+    }
     // row 0 fed 2 positions per step, row 1 ragged: 1, 2, 2, 1
     const std::array<std::size_t, 2> counts[4] = {{2, 1}, {2, 2}, {2, 2}, {0, 1}};
     std::size_t pos[2] = {0, 0};

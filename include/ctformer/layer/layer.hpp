@@ -37,6 +37,9 @@ namespace ctformer {
 
 template <class L, std::size_t N, bool FinalNorm> struct DecoderStack;
 
+// The memory argument of a decoder-only block (and of a stack of them): there is none.
+struct no_memory {};
+
 template <class Cfg> struct Layer {
     // A stack checks its call once, then runs its layers' backward without re-checking (stack.hpp).
     template <class, std::size_t, bool> friend struct DecoderStack;
@@ -66,74 +69,66 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
     template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
 
+    // ---- One set of entry points for both kinds of layer ----
+    // The memory argument (mem, d_memory, a step's cross cache) is a tensor or CrossKVCache for a
+    // layer with cross-attention, ct::no_memory for a decoder-only block; decoder-only blocks also
+    // have the short forms without it (at the end of each group), which forward to these.
+    template <class M> static constexpr bool memory_arg = cross ? !std::is_same_v<M, no_memory> : std::is_same_v<M, no_memory>;
+
     // ---- Inference (eval mode: dropout is the identity) ----
     // Every entry point returns a status: errc::out_of_range if a mask's runtime values do not fit
     // (a key length above the key count), errc::non_finite for a NaN/inf input with
     // check_finite<true>; on an error nothing is computed or written.
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
-        requires cross
-    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SelfMask& sm = {},
-                          const CrossMask& cm = {}) {
-        check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        if (status st = check_call(sm, cm, tgt, &mem, out); !st) return st;
-        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        requires memory_arg<Mem>
+    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
+                                    const SelfMask& sm = {}, const CrossMask& cm = {}) {
+        check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
+        if (status st = check_call(sm, cm, tgt, mem, out); !st) return st;
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         return {};
     }
-    // Decoder-only block: no memory.
     template <class Tgt, class Out, class WS, class SelfMask = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<Out>)
     static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
-        check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out); !st) return st;
-        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, no_dropout{}, static_cast<void*>(nullptr));
-        return {};
+        return forward(p, ws, tgt, no_memory{}, out, sm);
     }
 
     // ---- Training-mode forward: dropout at PyTorch's sites, reproducible from (seed, step) ----
     template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
+        requires(memory_arg<Mem> && !is_activations_v<Tgt>)
     static status forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
-                                const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {})
-        requires cross
-    {
-        check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        if (status st = check_call(sm, cm, tgt, &mem, out, &dc); !st) return st;
-        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
-        return {};
-    }
-    template <class Tgt, class Out, class WS, class SelfMask = no_mask>
-    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
-                                const SelfMask& sm = {})
-        requires(!cross)
-    {
-        check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out, &dc); !st) return st;
-        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), static_cast<void*>(nullptr));
+                                const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
+        check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
+        if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
         return {};
     }
     // The same, saving what backward needs into acts (Activations<B, Tq, S>).
     template <class Acts, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
-        requires(cross && is_activations_v<Acts>)
+        requires(memory_arg<Mem> && is_activations_v<Acts>)
     static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
-        check_shapes<Tgt, Mem, Out, WS, SelfMask, CrossMask>();
-        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Mem::shape[1]>();
-        if (status st = check_call(sm, cm, tgt, &mem, out, &dc); !st) return st;
+        using M = memory_t<Mem, Tgt>;
+        check_shapes<Tgt, M, Out, WS, SelfMask, CrossMask>();
+        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
+        if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         acts.dropout = dc;
-        run(p, ws, tgt.data(), mem.data(), out.data(), sm, cm, dropout_rng(dc), &acts);
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
         acts.filled = true;
         return {};
     }
+    template <class Tgt, class Out, class WS, class SelfMask = no_mask>
+        requires(!cross && tensor_like<Out>)
+    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
+                                const SelfMask& sm = {}) {
+        return forward_train(p, ws, tgt, no_memory{}, out, dc, sm);
+    }
     template <class Acts, class Tgt, class Out, class WS, class SelfMask = no_mask>
-        requires(!cross && is_activations_v<Acts>)
+        requires(!cross && is_activations_v<Acts> && tensor_like<Out>)
     static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
                                 const SelfMask& sm = {}) {
-        check_shapes<Tgt, Tgt, Out, WS, SelfMask, no_mask>();
-        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], Tgt::shape[1]>();
-        if (status st = check_call(sm, no_mask{}, tgt, static_cast<const Tgt*>(nullptr), out, &dc); !st) return st;
-        acts.dropout = dc;
-        run(p, ws, tgt.data(), static_cast<const T*>(nullptr), out.data(), sm, no_mask{}, dropout_rng(dc), &acts);
-        acts.filled = true;
-        return {};
+        return forward_train(p, ws, acts, tgt, no_memory{}, out, dc, sm);
     }
 
     // ---- Backward ----
@@ -145,30 +140,26 @@ template <class Cfg> struct Layer {
     // d_out are checked as the forward's inputs are.
     template <class Acts, class WS, class DOut, class DTgt, class DMem, class SelfMask = no_mask,
               class CrossMask = no_mask>
-        requires(cross && is_activations_v<Acts>)
+        requires(memory_arg<DMem> && is_activations_v<Acts>)
     static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
                            DMem& d_memory, const SelfMask& sm = {}, const CrossMask& cm = {}) {
-        check_shapes<DOut, DMem, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, CrossMask>();
+        check_shapes<DOut, memory_t<DMem, DOut>, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask,
+                     CrossMask>();
         check_backward<Acts, WS, DOut>();
         if (!acts.filled) return status::error(errc::no_activations);
-        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, cm, Acts::src_len, d_out.data(), "d_out", nullptr); !st)
+        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0, d_out.data(), "d_out",
+                                                 nullptr);
+            !st)
             return st;
-        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), d_memory.data(), sm, cm,
-                      dropout_rng(acts.dropout));
+        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), data_of(d_memory), sm, cm, dropout_rng(acts.dropout));
         return {};
     }
     template <class Acts, class WS, class DOut, class DTgt, class SelfMask = no_mask>
-        requires(!cross && is_activations_v<Acts>)
+        requires(!cross && is_activations_v<Acts> && !std::is_same_v<SelfMask, no_memory>)
     static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
                            const SelfMask& sm = {}) {
-        check_shapes<DOut, DOut, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask, no_mask>();
-        check_backward<Acts, WS, DOut>();
-        if (!acts.filled) return status::error(errc::no_activations);
-        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, no_mask{}, 0, d_out.data(), "d_out", nullptr); !st)
-            return st;
-        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), static_cast<T*>(nullptr), sm, no_mask{},
-                      dropout_rng(acts.dropout));
-        return {};
+        no_memory none;
+        return backward(p, acts, ws, d_out, grads, d_tgt, none, sm);
     }
 
     static constexpr T score_scale() { return Attn::score_scale(); }
@@ -210,18 +201,28 @@ template <class Cfg> struct Layer {
     }
 
   private:
+    // A decoder-only block's no_memory stands for a memory of tgt's shape in the shape checks.
+    template <class Mem, class Tgt> using memory_t = std::conditional_t<std::is_same_v<Mem, no_memory>, Tgt, Mem>;
+    template <class Mem> static constexpr auto data_of(Mem& m) {
+        if constexpr (std::is_same_v<std::remove_const_t<Mem>, no_memory>)
+            return static_cast<std::conditional_t<std::is_const_v<Mem>, const T*, T*>>(nullptr);
+        else return m.data();
+    }
     // Everything a forward checks before it writes: the training options, the masks' values, the
-    // inputs (check_finite<true>), the output's aliasing. mem: null for a decoder-only block.
+    // inputs (check_finite<true>), the output's aliasing.
     template <class SM, class CM, class Tgt, class Mem, class Out>
-    static constexpr status check_call(const SM& sm, const CM& cm, const Tgt& tgt, const Mem* mem, const Out& out,
+    static constexpr status check_call(const SM& sm, const CM& cm, const Tgt& tgt, const Mem& mem, const Out& out,
                                        const dropout_config* dc = nullptr) {
         if (dc)
             if (status st = dc->validate(); !st) return st;
-        using M = std::conditional_t<cross, Mem, void>;
-        const T* m = mem ? mem->data() : nullptr;
-        if (status st = check_inputs<Tgt, M>(sm, Tgt::shape[1], cm, cross ? Mem::shape[1] : 0, tgt.data(), "tgt", m); !st)
+        constexpr bool has_mem = !std::is_same_v<Mem, no_memory>;
+        using M = std::conditional_t<has_mem, Mem, void>;
+        const T* m = data_of(mem);
+        if (status st = check_inputs<Tgt, M>(sm, Tgt::shape[1], cm, memory_t<Mem, Tgt>::shape[1] * has_mem, tgt.data(),
+                                             "tgt", m);
+            !st)
             return st;
-        return check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", m, mem ? Mem::size : 0);
+        return check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", m, has_mem ? memory_t<Mem, Tgt>::size : 0);
     }
     template <class Tgt, class Mem, class Out, class WS, class SM, class CM> static constexpr void check_shapes() {
         static_assert(tensor_like<Tgt> && tensor_like<Mem> && tensor_like<Out>,
@@ -468,47 +469,50 @@ template <class Cfg> struct Layer {
     // Feeds the next Chunk positions of every batch row (x: (B, Chunk, D)) and writes their
     // outputs (y: (B, Chunk, D)); their keys/values are appended to the cache. Equal to the rows of
     // the full forward over the whole prefix. Masks see absolute positions: self masks are sized
-    // (capacity, capacity); cross masks (capacity, src_len).
+    // (capacity, capacity); cross masks (capacity, src_len). cc: the filled CrossKVCache, or
+    // ct::no_memory for a decoder-only block.
     // Overflowing the capacity returns errc::cache_full and changes nothing.
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
-        requires cross
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc, const X& x, Y& y,
+        requires memory_arg<CC>
+    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                        const SM& sm = {}, const CM& cm = {}) {
         std::array<std::size_t, B> count;
         count.fill(X::shape[1]);
         return step_ragged(p, ws, cache, cc, x, y, count, sm, cm);
     }
     // Ragged batch: count[b] <= Chunk positions of row b are fed (rows past count[b] output zeros).
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
-        requires cross
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc,
-                              const X& x, Y& y, const std::array<std::size_t, B>& count, const SM& sm = {},
-                              const CM& cm = {}) {
+        requires memory_arg<CC>
+    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+                              const std::array<std::size_t, B>& count, const SM& sm = {}, const CM& cm = {}) {
         check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM>();
-        static_assert(CM::template fits<T, B, H, Cap, S>,
-                      "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
-        if (!cc.filled()) return status::error(errc::cache_empty);
-        auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
-            return typename Attn::template cached_cross<CrossKVCache<B, S>, B>{cc, pos0, n};
-        };
-        return step_impl(p, ws, cache, src, S, x, y, count, sm, cm);
+        if constexpr (cross) {
+            constexpr std::size_t S = CC::src_len;
+            static_assert(std::is_same_v<CC, CrossKVCache<B, S>>,
+                          "ctformer: a step's cross cache must be the layer's CrossKVCache<batch, src_len>");
+            static_assert(CM::template fits<T, B, H, Cap, S>,
+                          "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
+            if (!cc.filled()) return status::error(errc::cache_empty);
+            auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
+                return typename Attn::template cached_cross<CC, B>{cc, pos0, n};
+            };
+            return step_impl(p, ws, cache, src, S, x, y, count, sm, cm);
+        } else {
+            return step_impl(p, ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
+        }
     }
-    // Decoder-only block.
     template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<X>)
     static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
-        std::array<std::size_t, B> count;
-        count.fill(X::shape[1]);
-        return step_ragged(p, ws, cache, x, y, count, sm);
+        return step(p, ws, cache, no_memory{}, x, y, sm);
     }
     template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<X>)
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
-        check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, no_mask>();
-        return step_impl(p, ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
+        return step_ragged(p, ws, cache, no_memory{}, x, y, count, sm);
     }
 };
 

@@ -119,22 +119,25 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         }
     };
 
+    // One set of entry points for both kinds of layer, as the layer's: mem / d_memory / cc are the
+    // memory tensor and the CrossKVCache, or ct::no_memory for a stack of decoder-only blocks (which
+    // also has the layer's short forms, at the end of each group).
+    template <class M> static constexpr bool memory_arg = L::template memory_arg<M>;
+
     // ---- Inference: each layer in place in out, then the final norm ----
     template <class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
-        requires cross
+        requires memory_arg<Mem>
     static status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SM& sm = {},
                           const CM& cm = {}) {
-        if (status st = L::check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", mem.data(), Mem::size); !st)
-            return st;
+        if (status st = check_out(out, tgt, mem); !st) return st;
         return chain(p, tgt, out, stream<Out>(ws), nullptr, [&](std::size_t i, const auto& x, auto& y) {
             return L::forward(p.layers[i], ws, x, mem, y, sm, cm);
         });
     }
     template <class Tgt, class Out, class WS, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<Out>)
     static status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SM& sm = {}) {
-        return chain(p, tgt, out, stream<Out>(ws), nullptr,
-                     [&](std::size_t i, const auto& x, auto& y) { return L::forward(p.layers[i], ws, x, y, sm); });
+        return forward(p, ws, tgt, no_memory{}, out, sm);
     }
 
     // ---- Training: layer i draws its dropout from layer_dropout(dc, i) ----
@@ -144,24 +147,20 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     }
     // On an error acts are left unfilled (backward then returns errc::no_activations); out is untouched.
     template <class Acts, class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
-        requires cross
+        requires memory_arg<Mem>
     static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SM& sm = {}, const CM& cm = {}) {
-        if (status st = L::check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", mem.data(), Mem::size); !st)
-            return st;
+        if (status st = check_out(out, tgt, mem); !st) return st;
         acts.filled = false;
         return chain(p, tgt, out, staged ? ws.grad_rows[0] : nullptr, &acts, [&](std::size_t i, const auto& x, auto& y) {
             return L::forward_train(p.layers[i], ws, acts.layer[i], x, mem, y, layer_dropout(dc, i), sm, cm);
         });
     }
     template <class Acts, class Tgt, class Out, class WS, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<Out>)
     static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out,
                                 const dropout_config& dc, const SM& sm = {}) {
-        acts.filled = false;
-        return chain(p, tgt, out, staged ? ws.grad_rows[0] : nullptr, &acts, [&](std::size_t i, const auto& x, auto& y) {
-            return L::forward_train(p.layers[i], ws, acts.layer[i], x, y, layer_dropout(dc, i), sm);
-        });
+        return forward_train(p, ws, acts, tgt, no_memory{}, out, dc, sm);
     }
 
     // Adds every layer's and the final norm's gradients to g, tgt's to d_tgt and memory's to
@@ -169,34 +168,26 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     // writing; the layers below then take the gradient as computed (like a layer's own
     // intermediate values, it is not checked again), so backward never stops half way.
     template <class Acts, class WS, class DOut, class DTgt, class DMem, class SM = no_mask, class CM = no_mask>
-        requires cross
+        requires memory_arg<DMem>
     static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& g, DTgt& d_tgt,
                            DMem& d_memory, const SM& sm = {}, const CM& cm = {}) {
-        if (status st = L::template check_inputs<DOut, void>(sm, Acts::tgt_len, cm, Acts::src_len, d_out.data(),
-                                                             "d_out", nullptr);
+        if (status st = L::template check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0,
+                                                             d_out.data(), "d_out", nullptr);
             !st)
             return st;
-        L::template check_shapes<DOut, DMem, DTgt, typename L::template Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>,
-                                 SM, CM>();
+        using LW = typename L::template Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
+        L::template check_shapes<DOut, typename L::template memory_t<DMem, DOut>, DTgt, LW, SM, CM>();
         return backward_chain(p, acts, ws, d_out, g, d_tgt, [&](std::size_t i, const auto& dy, auto& dx) {
-            L::backward_rows(p.layers[i], g.layers[i], acts.layer[i], ws, dy.data(), dx.data(), d_memory.data(), sm, cm,
-                             dropout_rng(acts.layer[i].dropout));
+            L::backward_rows(p.layers[i], g.layers[i], acts.layer[i], ws, dy.data(), dx.data(), L::data_of(d_memory), sm,
+                             cm, dropout_rng(acts.layer[i].dropout));
         });
     }
     template <class Acts, class WS, class DOut, class DTgt, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && !std::is_same_v<SM, no_memory>)
     static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& g, DTgt& d_tgt,
                            const SM& sm = {}) {
-        if (status st = L::template check_inputs<DOut, void>(sm, Acts::tgt_len, no_mask{}, 0, d_out.data(), "d_out",
-                                                             nullptr);
-            !st)
-            return st;
-        L::template check_shapes<DOut, DOut, DTgt, typename L::template Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>,
-                                 SM, no_mask>();
-        return backward_chain(p, acts, ws, d_out, g, d_tgt, [&](std::size_t i, const auto& dy, auto& dx) {
-            L::backward_rows(p.layers[i], g.layers[i], acts.layer[i], ws, dy.data(), dx.data(), static_cast<T*>(nullptr),
-                             sm, no_mask{}, dropout_rng(acts.layer[i].dropout));
-        });
+        no_memory none;
+        return backward(p, acts, ws, d_out, g, d_tgt, none, sm);
     }
 
     // ---- Incremental decoding through one cache per layer ----
@@ -205,35 +196,32 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     static void fill_cross_cache(const Params& p, SWS& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
         for (std::size_t i = 0; i < N; ++i) L::fill_cross_cache(p.layers[i], layer_ws(ws), cc.c_[i], mem);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
-        requires cross
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc, const X& x,
-                       Y& y, const SM& sm = {}, const CM& cm = {}) {
+        requires memory_arg<CC>
+    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+                       const SM& sm = {}, const CM& cm = {}) {
         return step_ragged(p, ws, cache, cc, x, y, full_count<B, X::shape[1]>(), sm, cm);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, std::size_t S, class SM = no_mask,
+    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
-        requires cross
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CrossKVCache<B, S>& cc,
-                              const X& x, Y& y, const std::array<std::size_t, B>& count, const SM& sm = {},
-                              const CM& cm = {}) {
+        requires memory_arg<CC>
+    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+                              const std::array<std::size_t, B>& count, const SM& sm = {}, const CM& cm = {}) {
         return step_chain(p, ws, cache, x, y, count, [&](std::size_t i, const auto& xi, auto& yi) {
-            return L::step_ragged(p.layers[i], layer_ws(ws), cache.c_[i], cc.c_[i], xi, yi, count, sm, cm);
+            return L::step_ragged(p.layers[i], layer_ws(ws), cache.c_[i], layer_cache(cc, i), xi, yi, count, sm, cm);
         });
     }
     template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<X>)
     static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
-        return step_ragged(p, ws, cache, x, y, full_count<B, X::shape[1]>(), sm);
+        return step(p, ws, cache, no_memory{}, x, y, sm);
     }
     template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
-        requires(!cross)
+        requires(!cross && tensor_like<X>)
     static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
-        return step_chain(p, ws, cache, x, y, count, [&](std::size_t i, const auto& xi, auto& yi) {
-            return L::step_ragged(p.layers[i], layer_ws(ws), cache.c_[i], xi, yi, count, sm);
-        });
+        return step_ragged(p, ws, cache, no_memory{}, x, y, count, sm);
     }
 
   private:
@@ -252,6 +240,17 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         } else {
             return nullptr;
         }
+    }
+    // out may alias tgt exactly, never the memory (the layers check the rest: stack.hpp's header).
+    template <class Out, class Tgt, class Mem> static status check_out(const Out& out, const Tgt& tgt, const Mem& mem) {
+        std::size_t n_mem = 0;
+        if constexpr (!std::is_same_v<Mem, no_memory>) n_mem = Mem::size;
+        return L::check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", L::data_of(mem), n_mem);
+    }
+    // Layer i's cross cache, or no_memory.
+    template <class CC> static const auto& layer_cache(const CC& cc, std::size_t i) {
+        if constexpr (std::is_same_v<CC, no_memory>) return (void)i, cc;
+        else return cc.c_[i];
     }
     // The layer's own step workspace inside the stack's (the layer requires its exact type).
     template <class SWS> static auto& layer_ws(SWS& ws) {

@@ -215,10 +215,11 @@ template <class Cfg> struct attention {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
                 const std::size_t o = b * Tq * qkv_ld + h * Dh, oc = b * Tq * D + h * Dh;
-                attend_head_backward(Tq, Tq, Dh, qkv + o, qkv_ld, qkv + o + D, qkv_ld, qkv + o + 2 * D, qkv_ld, ctx + oc, D,
-                                     lse + (b * H + h) * Tq, s.d_ctx + oc, D, s.d_q + o, qkv_ld, s.d_q + o + D, qkv_ld,
-                                     s.d_q + o + 2 * D, qkv_ld, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
-                                     drop, dropout_site::self_attn_weights);
+                const head_saved<T> f{{qkv + o, qkv_ld}, {qkv + o + D, qkv_ld}, {qkv + o + 2 * D, qkv_ld}, {ctx + oc, D},
+                                      lse + (b * H + h) * Tq};
+                const head_grads<T> hg{{s.d_q + o, qkv_ld}, {s.d_q + o + D, qkv_ld}, {s.d_q + o + 2 * D, qkv_ld}};
+                attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, {s.kt, s.vt, s.tiles}, scale,
+                                     mask, head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
             }
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, ga.in_bias_data(), dx,
                          accumulate, s.pack);
@@ -242,10 +243,11 @@ template <class Cfg> struct attention {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
                 const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
-                attend_head_backward(Tq, S, Dh, q + oq, D, kv_mem + okv, kv_ld, kv_mem + okv + D, kv_ld, ctx + oq, D,
-                                     lse + (b * H + h) * Tq, s.d_ctx + oq, D, s.d_q + oq, D, s.d_kv + okv, kv_ld,
-                                     s.d_kv + okv + D, kv_ld, s.kt, s.vt, s.tiles, scale, mask, head_ref{b, h, H}, 0,
-                                     drop, dropout_site::cross_attn_weights);
+                const head_saved<T> f{{q + oq, D}, {kv_mem + okv, kv_ld}, {kv_mem + okv + D, kv_ld}, {ctx + oq, D},
+                                      lse + (b * H + h) * Tq};
+                const head_grads<T> hg{{s.d_q + oq, D}, {s.d_kv + okv, kv_ld}, {s.d_kv + okv + D, kv_ld}};
+                attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, {s.kt, s.vt, s.tiles}, scale,
+                                     mask, head_ref{b, h, H}, 0, drop, dropout_site::cross_attn_weights);
             }
         T* gb = ga.in_bias_data();
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
