@@ -225,22 +225,16 @@ template <class T> struct head_scratch {
     T *kt, *vt, *tiles;
 };
 
-// The backward of attend_head (FlashAttention-2's, by recomputation), from the forward's saved
-// tensors f and d_o: (Tq, Dh) the output's gradient; accumulates dq, dk, dv (+=). Per (row block,
-// key tile):
-//   P = exp(q·kᵀ·scale + mask - lse)          (the forward's probabilities, recomputed)
-//   dP = drop'(d_o · vᵀ);  dS = P ∘ (dP - rowsum(d_o ∘ o)) · scale
-//   dv += drop(P)ᵀ · d_o;  dq += dS · k;  dk += dSᵀ · q
-// Dropout regenerates the forward's mask from its counters (dropout is linear: its backward is
-// the same call).
+namespace detail {
+// The body takes the views as scalars: GCC 12 compiles the inlined kernel better so
+// (scripts/performance_notes.md, "Attention backward: views at the boundary").
 template <class T, class Mask, class Drop>
-inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const head_saved<T>& f,
-                                 strided<const T> d_o, const head_grads<T>& g, const head_scratch<T>& sc, T scale,
-                                 const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop, dropout_site site) {
-    const T *q = f.q.p, *k = f.k.p, *v = f.v.p, *o = f.o.p, *lse = f.lse;
-    const std::size_t ldq = f.q.ld, ldk = f.k.ld, ldv = f.v.ld, ldo = f.o.ld, lddo = d_o.ld;
-    T *dq = g.dq.p, *dk = g.dk.p, *dv = g.dv.p, *kt = sc.kt, *vt = sc.vt, *tiles = sc.tiles;
-    const std::size_t lddq = g.dq.ld, lddk = g.dk.ld, lddv = g.dv.ld;
+inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq,
+                                 const T* k, std::size_t ldk, const T* v, std::size_t ldv, const T* o,
+                                 std::size_t ldo, const T* lse, const T* d_o, std::size_t lddo, T* dq,
+                                 std::size_t lddq, T* dk, std::size_t lddk, T* dv, std::size_t lddv, T* kt, T* vt,
+                                 T* tiles, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
+                                 const Drop& drop, dropout_site site) {
     constexpr std::size_t RB = attention_row_block, KT = attention_key_tile;
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     using kernels::identity_op;
@@ -256,13 +250,13 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
         for (std::size_t r = 0; r < rows; ++r) {
             kend[r] = mask.key_end(hr.b, qpos0 + i0 + r, S);
             kend_block = kend[r] > kend_block ? kend[r] : kend_block;
-            di[r] = kernels::dot(d_o.row(i0 + r), o + (i0 + r) * ldo, Dh);
+            di[r] = kernels::dot(d_o + (i0 + r) * lddo, o + (i0 + r) * ldo, Dh);
         }
         for (std::size_t j0 = 0; j0 < kend_block; j0 += KT) {
             const std::size_t n = kend_block - j0 < KT ? kend_block - j0 : KT, ld = simd::whole_vectors<T>(n);
             // p: (rows, n) = q_block · kt[:, tile];  ds: (rows, n) = d_o_block · vt[:, tile]
             kernels::gemm(rows, n, Dh, q + i0 * ldq, ldq, kt + j0, S, p, ld);
-            kernels::gemm(rows, n, Dh, d_o.row(i0), lddo, vt + j0, S, ds, ld);
+            kernels::gemm(rows, n, Dh, d_o + i0 * lddo, lddo, vt + j0, S, ds, ld);
             for (std::size_t r = 0; r < rows; ++r) {
                 const std::size_t qpos = qpos0 + i0 + r;
                 const std::uint64_t drop_row = (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos;
@@ -283,7 +277,7 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
                 if (drops) drop.apply(pr, n, site, drop_row, j0);
             }
             // dv[tile] += drop(P)ᵀ: (n, rows) · d_o_block: (rows, Dh)   (P read as its transpose)
-            kernels::gemm_tn(n, Dh, rows, p, ld, d_o.row(i0), lddo, dv + j0 * lddv, lddv, true);
+            kernels::gemm_tn(n, Dh, rows, p, ld, d_o + i0 * lddo, lddo, dv + j0 * lddv, lddv, true);
             // dq_block += dS: (rows, n) · k[tile]: (n, Dh)
             kernels::gemm(rows, Dh, n, ds, ld, k + j0 * ldk, ldk, dq + i0 * lddq, lddq, static_cast<const T*>(nullptr),
                           identity_op{}, static_cast<T*>(nullptr), true);
@@ -291,6 +285,24 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
             kernels::gemm_tn(n, Dh, rows, ds, ld, q + i0 * ldq, ldq, dk + j0 * lddk, lddk, true);
         }
     }
+}
+}  // namespace detail
+
+// The backward of attend_head (FlashAttention-2's, by recomputation), from the forward's saved
+// tensors f and d_o: (Tq, Dh) the output's gradient; accumulates dq, dk, dv (+=). Per (row block,
+// key tile):
+//   P = exp(q·kᵀ·scale + mask - lse)          (the forward's probabilities, recomputed)
+//   dP = drop'(d_o · vᵀ);  dS = P ∘ (dP - rowsum(d_o ∘ o)) · scale
+//   dv += drop(P)ᵀ · d_o;  dq += dS · k;  dk += dSᵀ · q
+// Dropout regenerates the forward's mask from its counters (dropout is linear: its backward is
+// the same call).
+template <class T, class Mask, class Drop>
+inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const head_saved<T>& f,
+                                 strided<const T> d_o, const head_grads<T>& g, const head_scratch<T>& sc, T scale,
+                                 const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop, dropout_site site) {
+    detail::attend_head_backward(Tq, S, Dh, f.q.p, f.q.ld, f.k.p, f.k.ld, f.v.p, f.v.ld, f.o.p, f.o.ld, f.lse, d_o.p,
+                                 d_o.ld, g.dq.p, g.dq.ld, g.dk.p, g.dk.ld, g.dv.p, g.dv.ld, sc.kt, sc.vt, sc.tiles, scale,
+                                 mask, hr, qpos0, drop, site);
 }
 
 }  // namespace ctformer
