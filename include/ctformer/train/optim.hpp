@@ -75,6 +75,14 @@ template <class P, class Pred> bool for_every_dtype(const P& params, Pred&& pred
     zip_storage([&](std::size_t, const auto* p) { ok = ok && pred(std::remove_cvref_t<decltype(*p)>{}); }, params);
     return ok;
 }
+// opt.step with options.lr = lr_at(opt.steps()); on an error the previous lr is kept.
+template <class Opt, class P, class Schedule> status scheduled_step(Opt& opt, P& params, const P& grads, const Schedule& lr_at) {
+    const double previous = opt.options.lr;
+    opt.options.lr = lr_at(opt.steps());
+    const status st = opt.step(params, grads);
+    if (!st) opt.options.lr = previous;
+    return st;
+}
 // The step counter may still be incremented (steps stay exact).
 inline constexpr bool steppable(double t) { return valid_step_count(t) && t < 9007199254740992.0; }
 }  // namespace detail
@@ -132,13 +140,7 @@ template <class P> struct SGD {
     }
     // The learning rate from a schedule (checked as options.lr is).
     template <class Schedule> status step(P& params, const P& grads, const Schedule& lr_at) {
-        const double previous = options.lr;
-        options.lr = lr_at(steps());
-        if (status st = step(params, grads); !st) {
-            options.lr = previous;
-            return st;
-        }
-        return {};
+        return detail::scheduled_step(*this, params, grads, lr_at);
     }
 };
 
@@ -201,13 +203,7 @@ template <class P> struct AdamW {
     }
     // The learning rate from a schedule (checked as options.lr is).
     template <class Schedule> status step(P& params, const P& grads, const Schedule& lr_at) {
-        const double previous = options.lr;
-        options.lr = lr_at(steps());
-        if (status st = step(params, grads); !st) {
-            options.lr = previous;
-            return st;
-        }
-        return {};
+        return detail::scheduled_step(*this, params, grads, lr_at);
     }
 };
 
