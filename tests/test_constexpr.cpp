@@ -118,6 +118,7 @@ static_assert(ct::cmath::log(1.0) == 0.0 && ct::cmath::log(0.0) == -std::numeric
 static_assert(ct::cmath::sqrt(4.0) == 2.0 && ct::cmath::sqrt(2.0f) == 1.41421356f);
 static_assert(ct::cmath::erf(0.0) == 0.0 && ct::cmath::erf(7.0) == 1.0 && ct::cmath::erf(-7.0) == -1.0);
 static_assert(ct::cmath::tanh(0.0) == 0.0 && ct::cmath::tanh(50.0) == 1.0);
+static_assert(ct::cmath::sin(0.0) == 0.0 && ct::cmath::cos(0.0) == 1.0);
 
 // Distance in units in the last place (same sign, finite).
 template <class T> std::int64_t ulps(T a, T b) {
@@ -141,7 +142,8 @@ template <class T, class F, class G> std::int64_t max_ulps(F f, G libm, double l
 }
 
 // Bounds (cmath.hpp documents them): exp and log, erf, tanh.
-template <class T> void check_cmath(std::int64_t exp_log_ulps, std::int64_t erf_ulps, std::int64_t tanh_ulps) {
+template <class T>
+void check_cmath(std::int64_t exp_log_ulps, std::int64_t erf_ulps, std::int64_t tanh_ulps, std::int64_t trig_ulps) {
     // (the functions run at run time here: the same constexpr code, called outside a constant expression)
     const auto e = max_ulps<T>([](T x) { return ct::cmath::exp(x); }, [](T x) { return std::exp(x); }, -80, 80, 20000);
     const auto l = max_ulps<T>([](T x) { return ct::cmath::log(x); }, [](T x) { return std::log(x); }, 1e-30, 1e6, 20000);
@@ -149,8 +151,13 @@ template <class T> void check_cmath(std::int64_t exp_log_ulps, std::int64_t erf_
     const auto s = max_ulps<T>([](T x) { return ct::cmath::sqrt(x); }, [](T x) { return std::sqrt(x); }, 0, 1e6, 20000);
     const auto r = max_ulps<T>([](T x) { return ct::cmath::erf(x); }, [](T x) { return std::erf(x); }, -6, 6, 20000);
     const auto t = max_ulps<T>([](T x) { return ct::cmath::tanh(x); }, [](T x) { return std::tanh(x); }, -20, 20, 20000);
+    // sin and cos over RoPE's angles (positions up to 4096 times frequencies up to 1)
+    const auto sn = max_ulps<T>([](T x) { return ct::cmath::sin(x); }, [](T x) { return std::sin(x); }, -4096, 4096, 20000);
+    const auto cs = max_ulps<T>([](T x) { return ct::cmath::cos(x); }, [](T x) { return std::cos(x); }, -4096, 4096, 20000);
     MESSAGE(std::string(sizeof(T) == 4 ? "float" : "double") << " cmath vs libm, max ulps: exp " << e << ", log " << (l > ls ? l : ls) << ", sqrt " << s
-                          << ", erf " << r << ", tanh " << t);
+                          << ", erf " << r << ", tanh " << t << ", sin " << sn << ", cos " << cs);
+    CHECK(sn <= trig_ulps);
+    CHECK(cs <= trig_ulps);
     CHECK(e <= exp_log_ulps);
     CHECK(l <= exp_log_ulps);
     CHECK(ls <= exp_log_ulps);
@@ -185,6 +192,6 @@ TEST_CASE("constexpr: the double decoder-only block's constant result equals the
 }
 
 TEST_CASE("constexpr: cmath accuracy against libm") {
-    check_cmath<float>(1, 1, 2);
-    check_cmath<double>(4, 12, 8);
+    check_cmath<float>(1, 1, 2, 1);
+    check_cmath<double>(4, 12, 8, 4);
 }

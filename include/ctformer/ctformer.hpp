@@ -13,6 +13,7 @@
 #include "layer/layer.hpp"
 #include "layer/roles.hpp"
 #include "models/gpt.hpp"
+#include "models/llama.hpp"
 #include "models/stack.hpp"
 #include "modules/activations.hpp"
 #include "modules/norm.hpp"

