@@ -91,4 +91,44 @@ TEST_CASE("no heap allocation in stacks, the GPT (train, step, generate), optimi
     CHECK(ok);
     CHECK(n == 0);
 }
+
+TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, SwiGLU): train, step, generate") {
+    using M = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>>;
+    using Blk = M::Stack::layer_type;
+    static M::Params p;
+    static M::Grads g;
+    static M::TrainWorkspace<2, 6> tws;
+    static M::Activations<2, 6> acts;
+    static M::Workspace<2, 6> ws;
+    static M::KVCache<2, 8> cache;
+    static M::StepWorkspace<2, 3> sws;
+    static M::GenerateWorkspace<4> gen;
+    static M::KVCache<1, 8> gcache;
+    static ct::AdamW<M::Params> adam;
+    static Blk::StepWorkspace<1, 1> bws;
+    static Blk::KVCache<1, 8> bcache;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    static ct::Tensor<ct::token, 2, 3> chunk;
+    static ct::Tensor<float, 2, 6, 13> logits;
+    static ct::Tensor<float, 2, 3, 13> step_logits;
+    static ct::Tensor<float, 1, 1, 16> x, y;
+    ref::randomize(p, 7);
+    for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = static_cast<ct::token>(i % 13), tar.storage[i] = static_cast<ct::token>((i * 5) % 13);
+    for (std::size_t i = 0; i < chunk.size; ++i) chunk.storage[i] = static_cast<ct::token>(i % 13);
+    const ct::token prompt[3] = {1, 2, 3};
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        float loss = 0;
+        ok = ok && M::forward(p, ws, tok, logits).ok();
+        ok = ok && M::forward_train(p, tws, acts, tok, tar, loss).ok() && M::backward(p, acts, tws, g).ok();
+        ok = ok && adam.step(p, g).ok();
+        ok = ok && M::step_ragged(p, sws, cache, chunk, step_logits, {3, 2}).ok();
+        ok = ok && M::generate(p, gen, gcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) {
+            return true;
+        }).ok();
+        ok = ok && Blk::step(p.model.stack.layers[0], bws, bcache, x, y, ct::causal{}).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
 #endif  // CT_ALLOC_SANITIZED

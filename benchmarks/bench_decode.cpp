@@ -1,0 +1,133 @@
+// Token-by-token decoding of the models llama.cpp is compared on (benchmarks/llama_cpp/
+// write_models.py writes them for both), batch 1, 1 thread, greedy:
+//   decode/<model>/generate   63 tokens after a 1-token prompt through the KV cache (tokens/s)
+//   decode/<model>/prefill    a 64-token prompt into an empty cache: one step of 64 rows (µs)
+// Models: stories15M (Llama: dim 288, 6 layers, 6 heads, hidden 768, vocab 32000, context 256),
+// stories15M_gqa (2 kv heads), gpt2_d256 (GPT: d 256, 4 layers, 4 heads, ffn 1024, vocab 50257).
+// With CTFORMER_PEER_MODELS=<dir> the weights are write_models.py's (identical to llama.cpp's);
+// otherwise a seeded init of the same shapes (the time does not depend on the values).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <ctformer/ctformer.hpp>
+
+#include "bench_main.hpp"
+#include "probes.hpp"
+
+namespace {
+
+constexpr std::size_t Gen = 63, Prompt = 64, Ctx = 256;
+template <std::size_t KV>
+using Stories = ct::Llama<32000, Ctx, 6, ct::d_model<288>, ct::heads<6>, ct::kv_heads<KV>, ct::ffn_dim<768>,
+                          ct::norm_eps<1, 100000>>;
+using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
+                                       ct::activation<ct::gelu_tanh>>;
+using GPT2 = ct::GPT<50257, Ctx, GPT2Block, 4>;
+
+std::vector<std::byte> read_all(const std::string& path) {
+    std::vector<std::byte> b;
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+        std::fseek(f, 0, SEEK_END);
+        b.resize(static_cast<std::size_t>(std::ftell(f)));
+        std::fseek(f, 0, SEEK_SET);
+        if (std::fread(b.data(), 1, b.size(), f) != b.size()) b.clear();
+        std::fclose(f);
+    }
+    return b;
+}
+
+// The peer's weights when CTFORMER_PEER_MODELS is set, else a seeded init; aborts the benchmark on a
+// file that does not load (a wrong model would time the wrong thing).
+template <class P> bool load(P& p, const char* name, benchmark::State& st) {
+    if (const char* dir = std::getenv("CTFORMER_PEER_MODELS")) {
+        const auto bytes = read_all(std::string(dir) + "/" + name + ".safetensors");
+        static ct::safetensors::file<128> f;
+        ct::status s = f.parse(bytes);
+        if (s) s = ct::load_state_dict(p, f);
+        if (!s) {
+            st.SkipWithError((std::string(name) + ": " + ct::to_string(s.code) + " " + s.tensor_name()).c_str());
+            return false;
+        }
+        st.SetLabel("peer weights");
+        return true;
+    }
+    unsigned seed = 17;
+    ct::for_each_tensor(p, [&](std::string_view n, auto& t) {
+        const bool gamma = n.find("norm") != std::string_view::npos && n.ends_with("weight");
+        for (std::size_t i = 0; i < t.size; ++i) {
+            seed = seed * 1103515245u + 12345u;
+            t.set(i, gamma ? 1.0f : (float((seed >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.04f);
+        }
+    });
+    return true;
+}
+
+template <class M> struct Storage {
+    alignas(ct::huge_page_alignment<typename M::Params>) static inline typename M::Params p;
+    alignas(ct::huge_page_alignment<typename M::template KVCache<1, Ctx>>) static inline typename M::template KVCache<1, Ctx>
+        cache;
+    static inline typename M::template GenerateWorkspace<Prompt> gws;
+    static inline typename M::template StepWorkspace<1, Prompt> pws;
+    static inline ct::Tensor<float, 1, Prompt, M::vocab> logits;
+};
+
+template <class M> void BM_generate(benchmark::State& st, const char* name) {
+    using S = Storage<M>;
+    static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
+    if (!load(S::p, name, st)) return;
+    const ct::token prompt[1] = {5};
+    for (auto _ : st) {
+        S::cache.reset();
+        std::size_t n = 0;
+        const ct::status s = M::generate(S::p, S::gws, S::cache, prompt, 1, Gen, ct::sampling{.temperature = 0},
+                                         [&](ct::token) { return ++n < Gen; });
+        if (!s) st.SkipWithError(ct::to_string(s.code));
+        benchmark::DoNotOptimize(n);
+    }
+    st.counters["tokens"] = Gen;
+    st.counters["tokens/s"] = benchmark::Counter(Gen, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <class M> void BM_prefill(benchmark::State& st, const char* name) {
+    using S = Storage<M>;
+    static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
+    if (!load(S::p, name, st)) return;
+    ct::Tensor<ct::token, 1, Prompt> tok;
+    for (std::size_t i = 0; i < Prompt; ++i) tok.storage[i] = ct::token(300 + i);
+    for (auto _ : st) {
+        S::cache.reset();
+        const ct::status s = M::step(S::p, S::pws, S::cache, tok, S::logits);
+        if (!s) st.SkipWithError(ct::to_string(s.code));
+        benchmark::DoNotOptimize(S::logits.storage[0]);
+    }
+    st.counters["tokens"] = Prompt;
+    st.counters["tokens/s"] = benchmark::Counter(Prompt, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repetition
+    double flops = 0;
+    for (auto _ : st) flops = probes::measure_peak_flops(2);
+    st.counters["peak_GFLOP/s"] = flops / 1e9;
+}
+
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+template <class F> void add(const char* bench_name, F f) {
+    benchmark::RegisterBenchmark(bench_name, f)->ComputeStatistics("min", min_of)->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::RegisterBenchmark("peak_fma_probe", BM_peak_fma_probe)->Iterations(1);
+    add("decode/stories15M/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M"); });
+    add("decode/stories15M_gqa/generate", [](benchmark::State& st) { BM_generate<Stories<2>>(st, "stories15M_gqa"); });
+    add("decode/gpt2_d256/generate", [](benchmark::State& st) { BM_generate<GPT2>(st, "gpt2_d256"); });
+    add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
+    add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
+    add("decode/gpt2_d256/prefill", [](benchmark::State& st) { BM_prefill<GPT2>(st, "gpt2_d256"); });
+    return bench::main(argc, argv);
+}
