@@ -49,7 +49,7 @@ template <class P> bool load(P& p, const char* name, benchmark::State& st) {
         ct::status s = f.parse(bytes);
         if (s) s = ct::load_state_dict(p, f);
         if (!s) {
-            st.SkipWithError((std::string(name) + ": " + ct::to_string(s.code) + " " + s.tensor_name()).c_str());
+            st.SkipWithError((std::string(name) + ": " + ct::to_string(s.code) + " " + std::string(s.tensor_name())).c_str());
             return false;
         }
         st.SetLabel("peer weights");

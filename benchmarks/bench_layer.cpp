@@ -53,8 +53,9 @@ void flop_counters(benchmark::State& st, double flops) {
 template <const shape& s> struct layer_of {
     using type = std::conditional_t<
         s.cross, ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>,
-        ct::DecoderOnlyBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::norm_first<true>,
-                             ct::activation<ct::gelu>>>;
+        std::conditional_t<s.llama, ct::LlamaBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::max_positions<s.T>>,
+                           ct::DecoderOnlyBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>,
+                                                ct::norm_first<true>, ct::activation<ct::gelu>>>>;
 };
 
 // ctformer's storage is placed as docs/api.md recommends: static, objects of 2 MB and more aligned
@@ -322,6 +323,7 @@ CT_BENCH(BM_ctformer<small>, "layer/small/ctformer");
 CT_BENCH(BM_ctformer<base>, "layer/base/ctformer");
 CT_BENCH(BM_ctformer<batched>, "layer/batched/ctformer");
 CT_BENCH(BM_ctformer<gpt>, "layer/gpt/ctformer");
+CT_BENCH(BM_ctformer<llama>, "layer/llama/ctformer");
 CT_BENCH((BM_ctformer<tiny, pages::small>), "layer/tiny/ctformer_4k");
 CT_BENCH((BM_ctformer<small, pages::small>), "layer/small/ctformer_4k");
 CT_BENCH((BM_ctformer<base, pages::small>), "layer/base/ctformer_4k");
@@ -332,6 +334,7 @@ CT_BENCH(BM_ctformer_step<base>, "step/base/ctformer");
 CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
 CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");
+CT_BENCH(BM_ctformer_train<llama>, "train/llama/ctformer");
 CT_BENCH(BM_step_gemvs<tiny>, "step/tiny/gemvs_only");
 CT_BENCH(BM_step_gemvs<base>, "step/base/gemvs_only");
 CT_PARTS_CROSS(tiny);

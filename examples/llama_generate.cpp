@@ -9,6 +9,7 @@
 //   ./llama_generate stories15M_gqa.safetensors --gqa
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -53,12 +54,16 @@ template <std::size_t KV> int run(const char* path) {
         ct::status st = f.parse(bytes);
         if (st) st = ct::load_state_dict(S::params, f);
         if (!st) {
-            std::fprintf(stderr, "%s: %s %s\n", path, ct::to_string(st.code), st.tensor_name());
+            std::fprintf(stderr, "%s: %s %s\n", path, ct::to_string(st.code), std::string(st.tensor_name()).c_str());
             return 1;
         }
-        static ct::Tensor<double, 16> want;  // PyTorch's greedy tokens, if the file has them
-        if (ct::read_tensor(f, "expected.tokens", want))
-            for (double t : want.storage) expected.push_back(static_cast<ct::token>(t));
+        // PyTorch's greedy tokens, if the file has them: "t0,t1,..." in its metadata
+        const std::string want(f.metadata("expected_tokens"));
+        for (const char* c = want.c_str(); *c;) {
+            char* end = nullptr;
+            expected.push_back(static_cast<ct::token>(std::strtol(c, &end, 10)));
+            c = *end == ',' ? end + 1 : end;
+        }
     } else {
         unsigned s = 1;
         ct::for_each_tensor(S::params, [&](std::string_view n, auto& t) {

@@ -21,7 +21,7 @@ with torch.no_grad():
         p.mul_(4.0) if p.dim() == 2 else None
     for _ in range(16):
         seq = torch.cat([seq, m(seq)[0, -1].argmax().view(1, 1)], 1)
-t = dict(m.state_dict())
-t["expected.tokens"] = seq[0, 4:].double()
-gen.save_safetensors(out, t, {"kind": "llama", "torch_version": torch.__version__})
+expected = ",".join(str(int(x)) for x in seq[0, 4:])
+gen.save_safetensors(out, dict(m.state_dict()), {"kind": "llama", "expected_tokens": expected,
+                                                  "torch_version": torch.__version__})
 print(out, "greedy:", seq[0, 4:].tolist())

@@ -50,6 +50,15 @@ models = load(sys.argv[5])[1] if len(sys.argv) > 5 and os.path.exists(sys.argv[5
 # optional: the ONNX Runtime peer (benchmarks/onnx/bench_ort.js), net of its per-call overhead
 ort = json.load(open(sys.argv[6])) if len(sys.argv) > 6 and os.path.exists(sys.argv[6]) else {}
 ort_us = {k: v["net_us"] for k, v in ort.get("shapes", {}).items()}
+# optional (environment): bench_decode's JSON and the llama.cpp peer's (benchmarks/llama_cpp/)
+decode = load(os.environ["DECODE_JSON"])[1] if os.path.exists(os.environ.get("DECODE_JSON", "")) else {}
+llamacpp = json.load(open(os.environ["LLAMACPP_JSON"])) if os.path.exists(os.environ.get("LLAMACPP_JSON", "")) else {}
+DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
+def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
+    b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(model)
+    if not b or not l:
+        return None
+    return (l["generate_us"] / 63 * b["tokens"]) / us(b) if kind == "generate" else l["prefill_us"] / us(b)
 
 out = []
 p = out.append
@@ -113,7 +122,7 @@ p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 plot = []
 for shape, desc in [("tiny", "B1 T16 S16 D64 H4 F256"), ("small", "B1 T32 S32 D128 H4 F512"),
                     ("base", "B1 T128 S128 D512 H8 F2048"), ("batched", "B8 T32 S32 D128 H4 F512"),
-                    ("gpt", "B1 T64 D256 H4 F1024")]:
+                    ("gpt", "B1 T64 D256 H4 F1024"), ("llama", "Llama block: B1 T64 D256 H4 F1024 SwiGLU RoPE RMSNorm")]:
     c = layer.get("layer/%s/ctformer" % shape)
     if not c:
         continue
@@ -244,7 +253,7 @@ p("*Its weight GEMVs alone*: `step/<shape>/gemvs_only`, the step's six weight GE
 p("## Training step (forward_train + backward, dropout 0; FLOPs = 3× the forward's)\n")
 p("| shape | ctformer | % of peak | libtorch autograd | vs libtorch | Activations | Workspace | Activations / Workspace |")
 p("|---|---|---|---|---|---|---|---|")
-for shape in ("tiny", "base", "gpt"):
+for shape in ("tiny", "base", "gpt", "llama"):
     c = layer.get("train/%s/ctformer" % shape)
     if not c:
         continue
@@ -295,6 +304,9 @@ targets = [
 targets += [("%s ≥ %d%% of peak" % (s, g), pct(s), "%.1f%%", (lambda g: lambda v: v >= g)(g))
             for s, g in (("tiny", 80), ("small", 88), ("base", 90), ("batched", 88), ("gpt", 88))]
 targets += [("tiny ≥ 8× faster than libtorch", ratio("libtorch", "tiny"), "%.1f×", lambda v: v >= 8)]
+if pct("llama") and pct("gpt"):  # modern decoders: the Llama block's share of peak against the GELU GPT block's
+    targets += [("Llama block forward's % of peak ≥ 0.95× the GPT block's", pct("llama") / pct("gpt"), "%.3f×",
+                 lambda v: v >= 0.95)]
 gemm_vs_blas = [us(kernels[n.replace("BM_gemm/", "BM_sgemm_openblas/")]) / us(b) for n, b in kernels.items()
                 if n.startswith("BM_gemm/") and n.replace("BM_gemm/", "BM_sgemm_openblas/") in kernels]
 if gemm_vs_blas:
@@ -326,6 +338,9 @@ if models:
         ("GPT generation ≥ 1.3× Eigen with KV caches", mratio("generate/ctformer", "generate/eigen"), "%.2f×",
          lambda v: v >= 1.3),
     ]
+if decode and llamacpp:
+    targets += [("%s decoding ≥ 1.8× llama.cpp F32 tokens/s" % m, decode_ratio(m, "generate"), "%.2f×",
+                 lambda v: v >= 1.8) for m in DECODE_MODELS]
 p("## Targets (performance and incremental-decoding issues) in this run\n")
 p("| target | measured | met |")
 p("|---|---|---|")
@@ -345,6 +360,30 @@ if models:
             pc = 100.0 * b["flops"] / (us(b) * 1e-6) / (peak * 1e9) if "flops" in b and peak else None
             p("| gpt/%s | %.0f µs | %.0f | %s |" % (name, us(b), b.get("tokens", 0) / (us(b) * 1e-6),
                                                    ("%.0f%%" % pc) if pc else ""))
+    p("")
+if decode:
+    p("## Decoding against llama.cpp (`bench_decode`; `benchmarks/llama_cpp/`)\n")
+    p("Batch 1, one thread, greedy, the same weights in both (`benchmarks/llama_cpp/write_models.py` writes "
+      "each model as GGUF F32 for llama.cpp and as safetensors for ctformer). generate: 63 tokens after a "
+      "1-token prompt through the KV cache; prefill: a 64-token prompt into an empty cache. llama.cpp is "
+      "npm's `node-llama-cpp` (its prebuilt CPU libraries), timed in its own process before and after the "
+      "C++ programs, the better run kept (in its favour); its times include Node's per-call cost "
+      "(`call_us`, one evaluate call, also listed).\n")
+    p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
+    p("|---|---|---|---|---|---|---|")
+    for m in DECODE_MODELS:
+        g, pf = decode.get("decode/%s/generate" % m), decode.get("decode/%s/prefill" % m)
+        l = llamacpp.get("models", {}).get(m)
+        if not g:
+            continue
+        gr, pr = decode_ratio(m, "generate"), decode_ratio(m, "prefill")
+        p("| %s | %.0f | %s | %s | %s | %s | %s |" % (
+            m, g["tokens"] / (us(g) * 1e-6), ("%.0f" % l["tokens_per_s"]) if l else "—", ("%.2f×" % gr) if gr else "—",
+            ("%.0f µs" % us(pf)) if pf else "—", ("%.0f µs" % l["prefill_us"]) if l else "—",
+            ("%.2f×" % pr) if pr else "—"))
+    if llamacpp:
+        p("\nllama.cpp's Node call overhead (one token evaluated): %s.\n" % ", ".join(
+            "%s %.0f µs" % (m, v["call_us"]) for m, v in llamacpp["models"].items()))
     p("")
 p("## Kernels\n")
 p("| benchmark | time | GFLOP/s | % of peak |")
