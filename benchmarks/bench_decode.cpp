@@ -1,7 +1,7 @@
 // Token-by-token decoding of the models llama.cpp is compared on (benchmarks/llama_cpp/
 // write_models.py writes them for both), batch 1, 1 thread, greedy:
 //   decode/<model>/generate   63 tokens after a 1-token prompt through the KV cache (tokens/s)
-//   decode/<model>/prefill    a 64-token prompt into an empty cache: one step of 64 rows (µs)
+//   decode/<model>/prefill    a 64-token prompt into an empty cache, to its first token (µs)
 // Models: stories15M (Llama: dim 288, 6 layers, 6 heads, hidden 768, vocab 32000, context 256),
 // stories15M_gqa (2 kv heads), gpt2_d256 (GPT: d 256, 4 layers, 4 heads, ffn 1024, vocab 50257).
 // With CTFORMER_PEER_MODELS=<dir> the weights are write_models.py's (identical to llama.cpp's);
@@ -71,8 +71,6 @@ template <class M> struct Storage {
     alignas(ct::huge_page_alignment<typename M::template KVCache<1, Ctx>>) static inline typename M::template KVCache<1, Ctx>
         cache;
     static inline typename M::template GenerateWorkspace<Prompt> gws;
-    static inline typename M::template StepWorkspace<1, Prompt> pws;
-    static inline ct::Tensor<float, 1, Prompt, M::vocab> logits;
 };
 
 template <class M> void BM_generate(benchmark::State& st, const char* name) {
@@ -92,17 +90,21 @@ template <class M> void BM_generate(benchmark::State& st, const char* name) {
     st.counters["tokens/s"] = benchmark::Counter(Gen, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The prompt's time to its first token: generate with max_new = 1 (one 64-row step; the LM head
+// only for the last row, as llama.cpp evaluates a prompt).
 template <class M> void BM_prefill(benchmark::State& st, const char* name) {
     using S = Storage<M>;
     static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
     if (!load(S::p, name, st)) return;
-    ct::Tensor<ct::token, 1, Prompt> tok;
-    for (std::size_t i = 0; i < Prompt; ++i) tok.storage[i] = ct::token(300 + i);
+    ct::token prompt[Prompt];
+    for (std::size_t i = 0; i < Prompt; ++i) prompt[i] = ct::token(300 + i);
     for (auto _ : st) {
         S::cache.reset();
-        const ct::status s = M::step(S::p, S::pws, S::cache, tok, S::logits);
+        ct::token first = -1;
+        const ct::status s = M::generate(S::p, S::gws, S::cache, prompt, Prompt, 1, ct::sampling{.temperature = 0},
+                                         [&](ct::token t) { first = t; return true; });
         if (!s) st.SkipWithError(ct::to_string(s.code));
-        benchmark::DoNotOptimize(S::logits.storage[0]);
+        benchmark::DoNotOptimize(first);
     }
     st.counters["tokens"] = Prompt;
     st.counters["tokens/s"] = benchmark::Counter(Prompt, benchmark::Counter::kIsIterationInvariantRate);

@@ -443,12 +443,17 @@ template <class Cfg> struct Layer {
         const std::array<std::size_t, B> pos0 = cache.lengths();
         const T* xin = x.data();
         T* yout = y.data();
-        if constexpr (cross)
-            run_rows(p, ws, B, C, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
-                     cross_src(pos0, count), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
-        else
-            run_rows(p, ws, B, C, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
-                     typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        // One batch row: only its fed rows are computed (a short prompt in a long chunk); more
+        // rows keep their stride C (rows past a row's count are computed and zeroed below).
+        const std::size_t rows = B == 1 ? count[0] : C;
+        if (rows > 0) {
+            if constexpr (cross)
+                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                         cross_src(pos0, count), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+            else
+                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                         typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        }
         for (std::size_t b = 0; b < B; ++b) {
             detail::cache_access::lengths(cache)[b] += count[b];
             for (std::size_t i = count[b]; i < C; ++i)  // rows not fed this step: zero, not stale

@@ -208,20 +208,13 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
     static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                               Logits& logits, const std::array<std::size_t, B>& count) {
-        static_assert(Cap <= Ctx, "ctformer: a GPT's KV cache capacity cannot exceed its context");
-        check_tokens<Tok, B, C>();
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == C && Logits::shape[2] == V,
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
-        for (std::size_t b = 0; b < B; ++b) {
-            if (count[b] > C) return status::error(errc::out_of_range, "count");
-            if (count[b] > Cap - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
-        }
-        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
-        auto x = view<B, C, D>(ws.x);
-        auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
-        if (status st = Stack::step_ragged(stack(p), sws, cache, x, x, count, causal{}); !st) return st;
-        modules::linear::forward(head(p), 0, 1, ws.x, B * C, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
+        if (status st = advance(p, ws, cache, tokens, count); !st) return st;
+        // one batch row: the head reads only its fed rows (the rest are zero below)
+        modules::linear::forward(head(p), 0, 1, ws.x, B == 1 ? count[0] : B * C, static_cast<const T*>(nullptr),
+                                 logits.data(), V, ws.pack);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t i = count[b]; i < C; ++i)
                 for (std::size_t j = 0; j < V; ++j) logits.data()[(b * C + i) * V + j] = T(0);
@@ -239,9 +232,9 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t C> struct GenerateWorkspace : sized_role<GenerateWorkspace<C>> {
         StepWorkspace<1, C> prefill;
         StepWorkspace<1, 1> decode;
-        Tensor<T, 1, C, V> logits;
-        Tensor<T, 1, 1, V> next_logits;
+        Tensor<T, 1, 1, V> next_logits;  // the logits of the last token fed
         Tensor<token, 1, C> chunk;
+        Tensor<token, 1, 1> one;
         sampler_scratch<T, V> scratch;
     };
     // Continues the sequence in cache (reset() it for a new one) with prompt[0..n_prompt), then
@@ -267,29 +260,54 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
             (void)cache.truncate(0, start);
             return st;
         };
-        std::size_t n = 0;  // prompt tokens fed
+        std::size_t n = 0;  // prompt tokens fed; only the last one's logits are computed
         while (n < n_prompt) {
             const std::size_t r = n_prompt - n < C ? n_prompt - n : C;
             for (std::size_t i = 0; i < C; ++i) ws.chunk.storage[i] = i < r ? prompt[n + i] : 0;
-            if (status st = step_ragged(p, ws.prefill, cache, ws.chunk, ws.logits, {r}); !st) return fail(st);
+            const status st = n + r == n_prompt ? advance_last(p, ws.prefill, cache, ws.chunk, r, ws.next_logits.data())
+                                                : advance(p, ws.prefill, cache, ws.chunk, std::array<std::size_t, 1>{r});
+            if (!st) return fail(st);
             n += r;
         }
-        const T* last = ws.logits.data() + ((n_prompt - 1) % C) * V;
+        const T* last = ws.next_logits.data();
         for (std::size_t k = 0; k < max_new; ++k) {
             token next;
             if (status st = sample(last, s, cache.length(0), ws.scratch, next); !st) return k == 0 ? fail(st) : st;
             if (next == s.stop || !on_token(next)) return {};
             if (k + 1 == max_new) return {};
             if (cache.length(0) == Cap) return status::error(errc::cache_full);
-            Tensor<token, 1, 1> t{};
-            t.storage[0] = next;
-            if (status st = step(p, ws.decode, cache, t, ws.next_logits); !st) return st;
-            last = ws.next_logits.data();
+            ws.one.storage[0] = next;
+            if (status st = advance_last(p, ws.decode, cache, ws.one, 1, ws.next_logits.data()); !st) return st;
         }
         return {};
     }
 
   private:
+    // A step without the LM head: checks, embeds the fed tokens, runs the stack through the cache;
+    // the last layer's normed rows are left in ws.x.
+    template <class Tok, std::size_t B, std::size_t C, std::size_t Cap>
+    static status advance(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+                          const std::array<std::size_t, B>& count) {
+        static_assert(Cap <= Ctx, "ctformer: a GPT's KV cache capacity cannot exceed its context");
+        check_tokens<Tok, B, C>();
+        for (std::size_t b = 0; b < B; ++b) {
+            if (count[b] > C) return status::error(errc::out_of_range, "count");
+            if (count[b] > Cap - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
+        }
+        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
+        auto x = view<B, C, D>(ws.x);
+        auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
+        return Stack::step_ragged(stack(p), sws, cache, x, x, count, causal{});
+    }
+    // advance, then the logits of the last fed row only (what generation samples from): next (V).
+    template <std::size_t C, std::size_t Cap>
+    static status advance_last(const Params& p, StepWorkspace<1, C>& ws, KVCache<1, Cap>& cache,
+                               const Tensor<token, 1, C>& tokens, std::size_t count, T* next) {
+        if (status st = advance(p, ws, cache, tokens, std::array<std::size_t, 1>{count}); !st) return st;
+        modules::linear::forward(head(p), 0, 1, ws.x + (count - 1) * D, 1, static_cast<const T*>(nullptr), next, V,
+                                 ws.pack);
+        return {};
+    }
     template <class Tok, std::size_t B, std::size_t Tq> static constexpr void check_tokens() {
         static_assert(tensor_like<Tok> && std::is_integral_v<typename Tok::value_type> && Tok::rank == 2 &&
                           Tok::shape[0] == B && Tok::shape[1] == Tq,
