@@ -445,7 +445,7 @@ template <class Cfg> struct Layer {
         T* yout = y.data();
         // One batch row: only its fed rows are computed (a short prompt in a long chunk); more
         // rows keep their stride C (rows past a row's count are computed and zeroed below).
-        const std::size_t rows = B == 1 ? count[0] : C;
+        const std::size_t rows = B == 1 && count[0] < C ? count[0] : C;  // (count <= C: checked above)
         if (rows > 0) {
             if constexpr (cross)
                 run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},

@@ -213,7 +213,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
         if (status st = advance(p, ws, cache, tokens, count); !st) return st;
         // one batch row: the head reads only its fed rows (the rest are zero below)
-        modules::linear::forward(head(p), 0, 1, ws.x, B == 1 ? count[0] : B * C, static_cast<const T*>(nullptr),
+        modules::linear::forward(head(p), 0, 1, ws.x, B == 1 && count[0] < C ? count[0] : B * C, static_cast<const T*>(nullptr),
                                  logits.data(), V, ws.pack);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t i = count[b]; i < C; ++i)
