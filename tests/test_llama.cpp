@@ -1,9 +1,10 @@
 // Llama-family models against PyTorch (tests/data/gen.py writes Hugging Face LlamaForCausalLM's math
 // in plain torch: RMSNorm, rotate-half or interleaved RoPE, repeat_kv, SiLU/GELU gating) under
-// Hugging Face's names: GQA (float), MQA with tied embeddings and interleaved RoPE (double), MHA with
-// GeGLU (double): logits, loss, every gradient and 20 greedy tokens. Then: the cached step equals
-// the forward token by token and in chunks; both RoPE layouts against their formulas; finite
-// differences in double through RoPE attention and the gated feed-forward; GQA caches' sizes.
+// Hugging Face's names: GQA (float), MQA with tied embeddings and interleaved RoPE (double), MHA
+// with GeGLU (double), partial rotary (double): logits, loss, every gradient and 20 greedy tokens.
+// Then: the cached step equals the forward token by token and in chunks; both RoPE layouts against
+// their formulas; finite differences in double through RoPE attention and the gated feed-forward;
+// GQA caches' sizes.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -18,6 +19,7 @@ using Small = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48
 using GQA = Small<ct::kv_heads<2>>;
 using MQA = Small<ct::kv_heads<1>, ct::dtype<double>, ct::rope<ct::interleaved, 500000>, ct::tied_embeddings<true>>;
 using MHA = Small<ct::dtype<double>, ct::activation<ct::gelu>>;
+using Partial = Small<ct::kv_heads<2>, ct::dtype<double>, ct::rope<ct::rotate_half, 10000, 4>>;  // 4 of 8 dims rotated
 
 // A GQA cache holds kv_heads heads: heads/kv_heads times smaller than multi-head attention's.
 static_assert(GQA::KVCache<1, 32>::bytes * 2 <= Small<>::KVCache<1, 32>::bytes + 512);
@@ -104,6 +106,9 @@ TEST_CASE("Llama: MQA (kv_heads 1), double, tied embeddings, interleaved RoPE wi
     against_pytorch<MQA>("llama_mqa_tied_interleaved_f64");
 }
 TEST_CASE("Llama: MHA, double, GeGLU") { against_pytorch<MHA>("llama_mha_geglu_f64"); }
+TEST_CASE("Llama: partial rotary (RoPE on 4 of each head's 8 dimensions, the rest passed through), double") {
+    against_pytorch<Partial>("llama_partial_rotary_f64");
+}
 
 TEST_CASE("Llama: step token by token and in ragged chunks = the forward's logits (RoPE positions from the cache)") {
     using M = MQA;
