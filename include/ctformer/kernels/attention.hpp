@@ -28,6 +28,13 @@ inline constexpr std::size_t attention_scratch_elems(std::size_t Dh) {
     return attention_row_block * (attention_key_tile + Dh);
 }
 
+// A row-major matrix in place: element (i, j) at p[i·ld + j].
+template <class T> struct strided {
+    T* p;
+    std::size_t ld;
+    constexpr T* row(std::size_t i) const { return p + i * ld; }
+};
+
 struct head_ref {
     std::size_t b, h, heads;
 };
@@ -190,27 +197,23 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
     if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
 }
 
-// attend_head, or attend_query for one query row over transposed keys (a decoding step).
+// One head's attention, q: (Tq, Dh), keys k (S of them), v: (S, Dh) -> out: (Tq, Dh) (and lse):
+// attend_head, or attend_query for one query row over transposed keys (a decoding step). The
+// views are unpacked here, at the boundary: the bodies index plain pointers.
 template <std::size_t Dh, class T, class Mask, class Drop>
-constexpr void attend(std::size_t Tq, std::size_t S, const T* q, std::size_t ldq, keys_ref<T> k, const T* v,
-                   std::size_t ldv, T* out, std::size_t ldo, T* scores, T scale, const Mask& mask, head_ref hr,
-                   std::size_t qpos0, const Drop& drop, dropout_site site, T* lse = nullptr) {
+constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<T> k, strided<const T> v,
+                      strided<T> out, T* scores, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
+                      const Drop& drop, dropout_site site, T* lse = nullptr) {
     if (Tq == 1 && k.transposed)
-        attend_query<Dh>(S, q, k.p, k.ld, v, ldv, out, scores, attention_row_block * attention_key_tile, scale, mask, hr,
-                         qpos0, drop, site, lse);
+        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, attention_row_block * attention_key_tile, scale,
+                         mask, hr, qpos0, drop, site, lse);
     else
-        attend_head(Tq, S, Dh, q, ldq, k, v, ldv, out, ldo, scores, scale, mask, hr, qpos0, drop, site, lse);
+        attend_head(Tq, S, Dh, q.p, q.ld, k, v.p, v.ld, out.p, out.ld, scores, scale, mask, hr, qpos0, drop, site, lse);
 }
 
 // Scratch of attend_head_backward, in elements: two (row block x key tile) tiles.
 inline constexpr std::size_t attention_backward_tile_elems = 2 * attention_row_block * attention_key_tile;
 
-// A row-major matrix in place: element (i, j) at p[i·ld + j].
-template <class T> struct strided {
-    T* p;
-    std::size_t ld;
-    constexpr T* row(std::size_t i) const { return p + i * ld; }
-};
 // What one head's forward saved (rows as projected: q (Tq, Dh), k and v (S, Dh), its output o
 // (Tq, Dh), lse (Tq)), and the gradients its backward adds into (dq, dk, dv).
 template <class T> struct head_saved {
