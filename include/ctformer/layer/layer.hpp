@@ -314,7 +314,7 @@ template <class Cfg> struct Layer {
         if constexpr (!pre_norm) save_stream(acts, 0, x, M * D);
         typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
         if constexpr (!std::is_same_v<Acts, void>)
-            if (acts) bf = {acts->qkv, acts->ctx[0], acts->lse[0], ws.scores, ws.pack};
+            if (acts) bf = {acts->self_attn.qkv, acts->self_attn.ctx, acts->self_attn.lse, ws.scores, ws.pack};
         const T* in = start(0, x);
         if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
         Attn::self_forward(p.self_attn, bf, in, B, Tq, self_src, sm, drop, branch, fused);
@@ -322,7 +322,7 @@ template <class Cfg> struct Layer {
         if constexpr (cross) {  // memory is never normalized
             bf.qkv = ws.q_cross();
             if constexpr (!std::is_same_v<Acts, void>)
-                if (acts) bf = {acts->q_cross, acts->ctx[1], acts->lse[1], ws.scores, ws.pack};
+                if (acts) bf = {acts->cross_attn.q, acts->cross_attn.ctx, acts->cross_attn.lse, ws.scores, ws.pack};
             in = start(1, y);
             Attn::cross_forward(p.multihead_attn, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
             finish(1, y, dropout_site::cross_attn_out);
@@ -330,7 +330,7 @@ template <class Cfg> struct Layer {
         in = start(sublayers - 1, y);
         T* u = nullptr;
         if constexpr (!std::is_same_v<Acts, void>)
-            if (acts) u = acts->u;
+            if (acts) u = acts->ffn.u;
         FFN::forward(ffn_of(p), in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
@@ -346,8 +346,8 @@ template <class Cfg> struct Layer {
             T* kv_mem = ws.kv_mem();
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) {
-                    kv_mem = acts->kv_mem;
-                    for (std::size_t i = 0; i < B * S * D; ++i) acts->mem[i] = mem[i];
+                    kv_mem = acts->cross_attn.kv_mem;
+                    for (std::size_t i = 0; i < B * S * D; ++i) acts->cross_attn.mem[i] = mem[i];
                 }
             run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
                      cm, drop, acts);
@@ -390,15 +390,17 @@ template <class Cfg> struct Layer {
             }
         };
         sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            FFN::backward(ffn_of(p), ffn_of(g), in, a.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
+            FFN::backward(ffn_of(p), ffn_of(g), in, a.ffn.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-                Attn::cross_backward(p.multihead_attn, g.multihead_attn, in, a.q_cross, a.mem, a.kv_mem, a.ctx[1], a.lse[1], dy, dx, acc, d_mem, B,
-                                     Tq, S, cm, drop, sc_cross);
+                const auto& c = a.cross_attn;
+                Attn::cross_backward(p.multihead_attn, g.multihead_attn, in, c.q, c.mem, c.kv_mem, c.ctx, c.lse, dy, dx,
+                                     acc, d_mem, B, Tq, S, cm, drop, sc_cross);
             });
         sublayer(0, dropout_site::self_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            Attn::self_backward(p.self_attn, g.self_attn, in, a.qkv, a.ctx[0], a.lse[0], dy, dx, acc, B, Tq, sm, drop, sc);
+            const auto& sa = a.self_attn;
+            Attn::self_backward(p.self_attn, g.self_attn, in, sa.qkv, sa.ctx, sa.lse, dy, dx, acc, B, Tq, sm, drop, sc);
         });
         kernels::add_inplace(d_tgt, grad, M * D);
     }

@@ -80,6 +80,28 @@ template <class Cfg> struct attention {
 
     static constexpr T score_scale() { return Cfg::scale_type::template value<T>(Dh); }
 
+    // ---- What the module needs from the layer's memory roles (roles.hpp lays them out) ----
+    // Scratch of a call over M query rows (Ms memory rows): q|k|v, the cross queries and the
+    // memory's k|v, the heads' concatenated outputs; and one head's score tile.
+    static constexpr std::size_t qkv_elems(std::size_t M) { return M * qkv_ld; }
+    static constexpr std::size_t q_elems(std::size_t M) { return M * D; }
+    static constexpr std::size_t kv_mem_elems(std::size_t Ms) { return Ms * kv_ld; }
+    static constexpr std::size_t ctx_elems(std::size_t M) { return M * D; }
+    static constexpr std::size_t score_elems = attention_scratch_elems(Dh);
+    // Saved by a training forward for backward (Activations): O(M·D), never (Tq, S) per head.
+    template <std::size_t M> struct self_saved {
+        alignas(64) T qkv[M * qkv_ld];  // q|k|v as the heads read them (RoPE applied)
+        alignas(64) T ctx[M * D];       // the heads' outputs, out_proj's input
+        alignas(64) T lse[M * H];       // per (b, h, query row): log-sum-exp of the scores
+    };
+    template <std::size_t M, std::size_t Ms> struct cross_saved {
+        alignas(64) T q[M * D];           // the queries
+        alignas(64) T kv_mem[Ms * kv_ld];  // the memory's k|v
+        alignas(64) T mem[Ms * D];         // the memory (its projection's weight gradient)
+        alignas(64) T ctx[M * D];
+        alignas(64) T lse[M * H];
+    };
+
     // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
     // The full forward reads its projections where they are; the step appends them to a KVCache
     // and reads the cache (keys transposed). Everything else in the pipeline is shared.

@@ -44,6 +44,12 @@ template <class Cfg> struct feed_forward {
     // Row stride of the hidden activations (hidden, u; gated: gate | up, 2F columns): linear1's
     // register tiles write 12 rows at a time, which at a multiple of 4 KB apart share one L1 set.
     static constexpr std::size_t ldh = kernels::padded_row_stride<T>(gated ? 2 * F : F);
+    // Scratch of a call over M rows (the hidden rows), and what a training forward saves: the
+    // first linear's (gated: gate | up) output before the activation.
+    static constexpr std::size_t hidden_elems(std::size_t M) { return M * ldh; }
+    template <std::size_t M> struct saved {
+        alignas(64) T u[M * ldh];
+    };
 
     // out: (rows, D) = FF(x: (rows, D)), or out += FF(x) (accumulate: the residual add fused into
     // linear2's epilogue). hidden: (rows, F) at stride ldh, scratch. Training (u non-null) saves
