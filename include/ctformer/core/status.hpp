@@ -32,6 +32,7 @@ enum class errc : std::uint8_t {
     not_supported,      // the platform or its kernel does not offer it (advise_huge_pages off Linux)
     invalid_option,     // an option outside its domain (a NaN learning rate, a probability outside [0, 1])
     aliased_output,     // an output overlaps an input it may not alias (the memory, or part of tgt)
+    config_mismatch,    // the file's configuration (its metadata) differs from the C++ type's
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -58,6 +59,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::not_supported: return "not supported on this platform";
         case errc::invalid_option: return "invalid option";
         case errc::aliased_output: return "output overlaps an input it may not alias";
+        case errc::config_mismatch: return "configuration mismatch";
     }
     return "?";
 }

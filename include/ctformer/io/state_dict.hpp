@@ -13,6 +13,7 @@
 #include "../core/panels.hpp"
 #include "../core/reflect.hpp"
 #include "../core/status.hpp"
+#include "config.hpp"
 #include "safetensors.hpp"
 
 namespace ctformer {
@@ -24,6 +25,7 @@ namespace safetensors {
 struct load_options {
     bool reject_non_finite = false;  // NaN or inf in the file: errc::non_finite
     double max_abs = 0;              // > 0: any |value| above it is errc::value_out_of_range
+    bool require_config = false;     // a file without the exporter's configuration: errc::config_mismatch
 };
 
 namespace detail {
@@ -133,6 +135,7 @@ template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>&
 template <class P, std::size_t Cap>
 status load_state_dict(P& params, const safetensors::file<Cap>& f, std::string_view prefix = {},
                        const safetensors::load_options& opt = {}) {
+    if (status st = safetensors::detail::check_config<P>(f, prefix, opt.require_config); !st) return st;
     if (status st = safetensors::detail::check_state(static_cast<const P&>(params), f, prefix, opt); !st) return st;
     safetensors::detail::write_state(params, f, prefix);
     return {};

@@ -165,6 +165,30 @@ template <class... Opts> struct config {
     static_assert(!rope || (rotary_dim % 2 == 0 && rotary_dim <= head_dim),
                   "ctformer: RoPE's rotary dimension must be even and at most head_dim");
     static_assert(!rope || rope_type::theta > 0, "ctformer: rope_theta must be positive");
+
+    // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
+    // or const char*: what the exporter writes into a file's metadata and load_state_dict checks
+    // (io/config.hpp). A user activation or norm without a name is not described (not checked).
+    template <class F> static constexpr void describe(F&& field) {
+        field("d_model", d_model);
+        field("heads", heads);
+        field("kv_heads", kv_heads);
+        field("ffn_dim", ffn_dim);
+        if constexpr (requires { activation_type::name; }) field("activation", activation_type::name);
+        field("gated", gated);
+        if constexpr (requires { norm_type::name; }) field("norm", norm_type::name);
+        field("norm_first", norm_first);
+        field("eps", eps);
+        field("attn_bias", attn_bias);
+        field("ffn_bias", ffn_bias);
+        field("norm_bias", norm_bias);
+        field("rope", !rope ? "none" : std::is_same_v<typename rope_type::layout, interleaved> ? "interleaved" : "rotate_half");
+        if constexpr (rope) {
+            field("rope_theta", static_cast<std::size_t>(rope_type::theta));
+            field("rotary_dim", rotary_dim);
+        }
+        field("param_names", hf_names ? "hugging_face" : "pytorch");
+    }
 };
 
 namespace detail {

@@ -13,10 +13,16 @@
 
 namespace ctformer {
 
+// What every layer's params say about their configuration (io/config.hpp checks it at load).
+template <class Cfg> struct described_layer {
+    static constexpr const char* kind = Cfg::cross_attention ? "decoder_layer" : "decoder_block";
+    template <class F> static constexpr void describe(F&& field) { Cfg::describe(field); }
+};
+
 // The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only
 // block's (TransformerEncoderLayer's names: no multihead_attn, no norm3).
 template <class Cfg, bool Cross = Cfg::cross_attention, bool HF = Cfg::hf_names> struct LayerParams;
-template <class Cfg> struct LayerParams<Cfg, true, false> {
+template <class Cfg> struct LayerParams<Cfg, true, false> : described_layer<Cfg> {
     using T = typename Cfg::value_type;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     using attn_t = typename modules::attention<Cfg>::Params;
@@ -25,7 +31,7 @@ template <class Cfg> struct LayerParams<Cfg, true, false> {
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (attn_t, multihead_attn), (ffn_t, ffn), (norm_t, norm1),
                              (norm_t, norm2), (norm_t, norm3));
 };
-template <class Cfg> struct LayerParams<Cfg, false, false> {
+template <class Cfg> struct LayerParams<Cfg, false, false> : described_layer<Cfg> {
     using T = typename Cfg::value_type;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     using attn_t = typename modules::attention<Cfg>::Params;
@@ -35,7 +41,7 @@ template <class Cfg> struct LayerParams<Cfg, false, false> {
 };
 // Hugging Face's LlamaDecoderLayer: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, the norms
 // before the attention (input_layernorm) and before the MLP (post_attention_layernorm).
-template <class Cfg> struct LayerParams<Cfg, false, true> {
+template <class Cfg> struct LayerParams<Cfg, false, true> : described_layer<Cfg> {
     using T = typename Cfg::value_type;
     static constexpr std::size_t D = Cfg::d_model;
     using attn_t = typename modules::attention<Cfg>::Params;

@@ -51,22 +51,38 @@ inline constexpr token ignore_index = -100;
 // A params struct whose members are named at its owner's level (the stack inside Llama's `model`).
 template <class P> struct inline_members : P, inlined {};
 
+template <class StackP, std::size_t V, std::size_t Ctx, class Positions, bool Tied> struct described_model {
+    template <class F> static constexpr void describe(F&& field) {
+        StackP::describe(field);
+        field("vocab", V);
+        field("context", Ctx);
+        field("positions", std::is_same_v<Positions, learned>      ? "learned"
+                           : std::is_same_v<Positions, sinusoidal> ? "sinusoidal"
+                                                                    : "rotary");
+        field("tied", Tied);
+    }
+};
+
 // Hugging Face's LlamaForCausalLM: model.embed_tokens, model.layers.{i}, model.norm, lm_head.
 template <class T, std::size_t V, std::size_t D, class StackP, bool Tied> struct LlamaModelParams {
     using emb_t = EmbeddingParams<T, V, D, Tied>;
     using stack_t = inline_members<StackP>;
     BOOST_HANA_DEFINE_STRUCT(LlamaModelParams, (emb_t, embed_tokens), (stack_t, stack));
 };
-template <class T, std::size_t V, std::size_t D, class StackP, bool Tied> struct LlamaParams {
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied>
+struct LlamaParams : described_model<StackP, V, Ctx, rotary, Tied> {
+    static constexpr const char* kind = "llama";
     using model_t = LlamaModelParams<T, V, D, StackP, Tied>;
     using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
     BOOST_HANA_DEFINE_STRUCT(LlamaParams, (model_t, model), (head_t, lm_head));
 };
 
-template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, bool Learned>
-struct GPTParams {
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions>
+struct GPTParams : described_model<StackP, V, Ctx, Positions, Tied> {
+    static constexpr const char* kind = "gpt";
+    static constexpr bool learned_positions = std::is_same_v<Positions, learned>;
     using wte_t = EmbeddingParams<T, V, D, Tied>;
-    using wpe_t = std::conditional_t<Learned, EmbeddingParams<T, Ctx, D, false>, absent>;
+    using wpe_t = std::conditional_t<learned_positions, EmbeddingParams<T, Ctx, D, false>, absent>;
     using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
     BOOST_HANA_DEFINE_STRUCT(GPTParams, (wte_t, wte), (wpe_t, wpe), (StackP, transformer), (head_t, lm_head));
 };
@@ -88,8 +104,8 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     static_assert(!Block::config::rope || Block::config::max_positions >= Ctx,
                   "ctformer: the blocks' RoPE table (max_positions) is shorter than the context");
     using Stack = DecoderStack<Block, N, true>;
-    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, D, typename Stack::Params, tied>,
-                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, learned_positions>>>;
+    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, Ctx, D, typename Stack::Params, tied>,
+                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind>>>;
     using Grads = Params;
 
     // ---- Memory roles ----

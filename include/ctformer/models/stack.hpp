@@ -29,12 +29,20 @@
 namespace ctformer {
 
 // torch.nn.TransformerDecoder's state_dict: layers.{i}.<layer names>, then norm.* (if any).
+template <class LP, std::size_t N, bool Final> struct described_stack {
+    static constexpr const char* kind = "decoder_stack";
+    template <class F> static constexpr void describe(F&& field) {
+        LP::describe(field);
+        field("layers", N);
+        field("final_norm", Final);
+    }
+};
 template <class LP, std::size_t N, class NormP, bool Final> struct StackParams;
-template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP, true> {
+template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP, true> : described_stack<LP, N, true> {
     using list_t = ModuleList<LP, N>;
     BOOST_HANA_DEFINE_STRUCT(StackParams, (list_t, layers), (NormP, norm));
 };
-template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP, false> {
+template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP, false> : described_stack<LP, N, false> {
     using list_t = ModuleList<LP, N>;
     BOOST_HANA_DEFINE_STRUCT(StackParams, (list_t, layers));
 };

@@ -19,8 +19,10 @@ template <class V> using lane_t = typename lane<V>::type;
 
 // ---- Activations: callable on a scalar and on a simd::vec (a scalar-only user functor is applied
 // lane by lane by the kernels). Training also needs `derivative(x)`, the derivative at the
-// pre-activation x, callable the same way. ----
+// pre-activation x, callable the same way. A built-in has a name: the exporter writes it and
+// load_state_dict checks it against a file's configuration (io/config.hpp). ----
 struct relu {
+    static constexpr const char* name = "relu";
     template <class V> constexpr V operator()(const V& x) const { return simd::vmax(x, V(detail::lane_t<V>(0))); }
     // PyTorch's convention: 0 at x = 0.
     template <class V> constexpr V derivative(const V& x) const {
@@ -30,6 +32,7 @@ struct relu {
 };
 // PyTorch's activation="gelu": x/2 · (1 + erf(x/√2)) = x·Φ(x).
 struct gelu {
+    static constexpr const char* name = "gelu";
     template <class V> constexpr V operator()(const V& x) const { return x * simd::vnormal_cdf(x); }
     // Φ(x) + x·φ(x)
     template <class V> constexpr V derivative(const V& x) const {
@@ -41,6 +44,7 @@ struct gelu {
 };
 // GELU, tanh approximation (PyTorch approximate="tanh").
 struct gelu_tanh {
+    static constexpr const char* name = "gelu_tanh";
     template <class V> constexpr V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         const V inner = V(T(0.79788456080286535588)) * (x + V(T(0.044715)) * x * x * x);
@@ -56,6 +60,7 @@ struct gelu_tanh {
 };
 // SiLU / swish: x · sigmoid(x).
 struct silu {
+    static constexpr const char* name = "silu";
     template <class V> constexpr V operator()(const V& x) const {
         using T = detail::lane_t<V>;
         return x / (V(T(1)) + simd::vexp(-x));
@@ -68,6 +73,7 @@ struct silu {
     }
 };
 struct identity_activation {
+    static constexpr const char* name = "identity";
     template <class V> constexpr V operator()(const V& x) const { return x; }
     template <class V> constexpr V derivative(const V&) const { return V(detail::lane_t<V>(1)); }
 };

@@ -41,6 +41,7 @@ template <class T, std::size_t D> struct RMSNormParams {
 
 // PyTorch LayerNorm: (x - mean) / sqrt(biased_var + eps) · weight + bias.
 struct layer_norm {
+    static constexpr const char* name = "layer_norm";
     template <class T, std::size_t D, bool Bias> using params = LayerNormParams<T, D, Bias>;
     template <std::size_t D, class T, bool Bias>
     static constexpr void apply(const LayerNormParams<T, D, Bias>& p, const T* x, T* y, T eps) {
@@ -64,6 +65,7 @@ struct layer_norm {
 };
 // RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
 struct rms_norm {
+    static constexpr const char* name = "rms_norm";
     template <class T, std::size_t D, bool Bias> using params = RMSNormParams<T, D>;
     template <std::size_t D, class T>
     static constexpr void apply(const RMSNormParams<T, D>& p, const T* x, T* y, T eps) {

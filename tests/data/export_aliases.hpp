@@ -1,0 +1,9 @@
+// Written by tests/data/gen.py: the C++ aliases tools/export.py printed for the export_*.safetensors
+// files (tests/test_export.cpp).
+#pragma once
+#include <ctformer/ctformer.hpp>
+
+using ExportLayer = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::activation<ct::gelu>, ct::norm_first<true>, ct::layer_norm_eps<1, 1000000>>;
+using ExportStack = ct::DecoderStack<ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>>, 2>;
+using ExportGPT = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::activation<ct::gelu>, ct::norm_first<true>>, 2>;
+using ExportLlama = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::tied_embeddings<true>>;
