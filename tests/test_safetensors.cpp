@@ -15,7 +15,9 @@ struct spec {
     long long extra_bytes = 0;  // declared span minus the correct one
     std::size_t gap_before = 0;  // unused bytes in the data section before this tensor
 };
-std::size_t dsize(const std::string& d) { return d == "F64" || d == "I64" ? 8 : d == "BOOL" || d == "U8" ? 1 : d == "F16" ? 2 : 4; }
+std::size_t dsize(const std::string& d) {
+    return d == "F64" || d == "I64" ? 8 : d == "BOOL" || d == "U8" ? 1 : d == "F16" || d == "BF16" ? 2 : 4;
+}
 
 // A safetensors buffer from specs (data: an increasing ramp so values are checkable).
 std::vector<std::byte> build(const std::vector<spec>& specs, const std::string& header_override = "",
@@ -149,7 +151,7 @@ TEST_CASE("safetensors: name, shape and dtype mismatches are errors, params unto
     {
         auto s = specs;
         s.erase(s.begin() + 3);
-        expect_error(build(s), ct::errc::missing_tensor, "self_attn.out_proj.bias", "params.");
+        expect_error(build(s), ct::errc::missing_tensor, "params.self_attn.out_proj.bias", "params.");
     }
     {
         auto s = specs;
@@ -160,15 +162,69 @@ TEST_CASE("safetensors: name, shape and dtype mismatches are errors, params unto
     {
         auto s = specs;
         s[6].shape = {8, 13};
-        expect_error(build(s), ct::errc::wrong_shape, "linear2.weight", "params.");
+        expect_error(build(s), ct::errc::wrong_shape, "params.linear2.weight: expected (8, 12), found (8, 13)", "params.");
         s[6].shape = {8, 12, 1};
-        expect_error(build(s), ct::errc::wrong_shape, "linear2.weight", "params.");
+        expect_error(build(s), ct::errc::wrong_shape, "params.linear2.weight: expected (8, 12), found (8, 12, 1)",
+                     "params.");
     }
     {
         auto s = specs;
         s[2].dtype = "I32";
-        expect_error(build(s), ct::errc::wrong_dtype, "self_attn.out_proj.weight", "params.");
+        expect_error(build(s), ct::errc::wrong_dtype, "params.self_attn.out_proj.weight: I32 into a float", "params.");
     }
+    {  // a wrong prefix: the first tensor looked up, and the prefixes the file has
+        expect_error(build(specs), ct::errc::missing_tensor,
+                     "layers.0.self_attn.in_proj_weight: nothing under 'layers.0.'; the file has 'params.'", "layers.0.");
+    }
+}
+
+TEST_CASE("safetensors: F16 and BF16 widen exactly into float tensors; I32 and I64 ids into integer tensors") {
+    // one file, raw little-endian values
+    const std::uint16_t h[5] = {0x3C00, 0xC100, 0x7BFF, 0x0001, 0x7C00};  // 1, -2.5, 65504, 2^-24, inf
+    const std::uint16_t b[2] = {0x3F80, 0xC020};                          // 1, -2.5
+    const std::int64_t i64[3] = {5, -100, 7};
+    const std::int32_t i32[2] = {7, -8};
+    const std::int64_t big[1] = {std::int64_t{1} << 40};
+    const std::string header = "{\"h\":{\"dtype\":\"F16\",\"shape\":[5],\"data_offsets\":[0,10]},"
+                               "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[10,14]},"
+                               "\"i\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[14,38]},"
+                               "\"j\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[38,46]},"
+                               "\"big\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[46,54]}}";
+    std::vector<std::byte> file(8 + header.size() + 54);
+    const std::uint64_t hn = header.size();
+    std::memcpy(file.data(), &hn, 8);
+    std::memcpy(file.data() + 8, header.data(), header.size());
+    std::byte* d = file.data() + 8 + header.size();
+    std::memcpy(d, h, 10), std::memcpy(d + 10, b, 4), std::memcpy(d + 14, i64, 24), std::memcpy(d + 38, i32, 8);
+    std::memcpy(d + 46, big, 8);
+    ct::safetensors::file<8> f;
+    REQUIRE(f.parse(file).ok());
+    ct::Tensor<float, 5> hf;
+    ct::Tensor<double, 2> bd;
+    ct::Tensor<ct::token, 3> ids;
+    ct::Tensor<ct::token, 2> ids32;
+    REQUIRE(ct::read_tensor(f, "h", hf).ok());
+    CHECK(hf.storage[0] == 1.0f);
+    CHECK(hf.storage[1] == -2.5f);
+    CHECK(hf.storage[2] == 65504.0f);
+    CHECK(hf.storage[3] == 0x1p-24f);
+    CHECK(hf.storage[4] == std::numeric_limits<float>::infinity());
+    CHECK(ct::read_tensor(f, "h", hf, {.reject_non_finite = true}).code == ct::errc::non_finite);
+    REQUIRE(ct::read_tensor(f, "b", bd).ok());
+    CHECK(bd.storage[0] == 1.0);
+    CHECK(bd.storage[1] == -2.5);
+    REQUIRE(ct::read_tensor(f, "i", ids).ok());
+    CHECK(ids.storage[0] == 5);
+    CHECK(ids.storage[1] == -100);
+    REQUIRE(ct::read_tensor(f, "j", ids32).ok());
+    CHECK(ids32.storage[1] == -8);
+    ct::Tensor<ct::token, 1> one;
+    const ct::status st = ct::read_tensor(f, "big", one);  // 2^40 does not fit 32-bit ids
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(st.tensor_name() == "big");
+    CHECK(ct::read_tensor(f, "h", ids32).code == ct::errc::wrong_dtype);
+    CHECK(std::string(ct::read_tensor(f, "j", ids).tensor_name()) == "j: expected (3), found (2)");
+    CHECK(std::string(ct::read_tensor(f, "i", bd).tensor_name()) == "i: I64 into a float");
 }
 
 // Regression tests of the defects issue 11 found (each failed before its fix).

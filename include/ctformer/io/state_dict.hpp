@@ -49,28 +49,59 @@ template <class X> auto ref_of(X& x) {
     if constexpr (requires { X::segment_elems; }) r.in = X::in_features, r.seg = X::segment, r.segment_elems = X::segment_elems;
     return r;
 }
+// "(8, 12)"
+template <class I> void append_shape(text& t, const I* shape, std::size_t rank) {
+    t << "(";
+    for (std::size_t i = 0; i < rank; ++i) (i ? t << ", " : t) << static_cast<std::size_t>(shape[i]);
+    t << ")";
+}
+// Which dtypes fill a T tensor: floats from F32/F64/F16/BF16, integers from I32/I64, bool from BOOL.
+template <class T> constexpr bool loads_into(dtype d) {
+    if constexpr (std::is_same_v<T, bool>) return d == dtype::BOOL;
+    else if constexpr (std::is_integral_v<T>) return d == dtype::I32 || d == dtype::I64;
+    else return d == dtype::F32 || d == dtype::F64 || d == dtype::F16 || d == dtype::BF16;
+}
 // Checks that entry e can fill a T tensor of that shape (convertible dtype, every value acceptable).
+// Errors name prefix + name, and say what was expected and found.
 template <class T, std::size_t Cap>
-status check_shaped(const file<Cap>& f, const entry* e, std::string_view name, std::size_t rank, const std::size_t* shape,
-                    std::size_t size, const load_options& opt) {
-    if (!e) return status::error(errc::missing_tensor, name);
-    const bool dtype_ok = std::is_same_v<T, bool> ? e->type == dtype::BOOL
-                                                   : (e->type == dtype::F32 || e->type == dtype::F64);
-    if (!dtype_ok) return status::error(errc::wrong_dtype, name);
-    if (e->rank != rank) return status::error(errc::wrong_shape, name);
-    for (std::size_t i = 0; i < rank; ++i)
-        if (e->shape[i] != shape[i]) return status::error(errc::wrong_shape, name);
-    // values need a pass only when they could fail: F64 into float, or an option asks
-    const bool fits_by_type = e->type == dtype::F32 || std::is_same_v<T, double>;
-    if (!std::is_same_v<T, bool> && (!fits_by_type || opt.reject_non_finite || opt.max_abs > 0)) {
-        const double limit = std::is_same_v<T, float> ? double(std::numeric_limits<float>::max())
-                                                      : std::numeric_limits<double>::max();
-        for (std::size_t i = 0; i < size; ++i) {
-            const double v = f.template element<double>(*e, i);
-            const bool finite = v - v == 0;
-            if (!finite && opt.reject_non_finite) return status::error(errc::non_finite, name);
-            if (finite && (v > limit || v < -limit || (opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))))
-                return status::error(errc::value_out_of_range, name);
+status check_shaped(const file<Cap>& f, const entry* e, std::string_view prefix, std::string_view name,
+                    std::size_t rank, const std::size_t* shape, std::size_t size, const load_options& opt) {
+    text t;
+    t << prefix << name;
+    if (!e) return status::error(errc::missing_tensor, t.view());
+    if (!loads_into<T>(e->type)) {
+        t << ": " << dtype_names[static_cast<std::size_t>(e->type)] << " into "
+          << (std::is_same_v<T, bool> ? "bool" : std::is_integral_v<T> ? "an integer" : "a float");
+        return status::error(errc::wrong_dtype, t.view());
+    }
+    bool same = e->rank == rank;
+    for (std::size_t i = 0; same && i < rank; ++i) same = e->shape[i] == shape[i];
+    if (!same) {
+        t << ": expected ";
+        append_shape(t, shape, rank);
+        t << ", found ";
+        append_shape(t, e->shape.data(), e->rank);
+        return status::error(errc::wrong_shape, t.view());
+    }
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {  // I64 ids into 32 bits
+        for (std::size_t i = 0; e->type == dtype::I64 && sizeof(T) < 8 && i < size; ++i) {
+            const auto v = f.template element<std::int64_t>(*e, i);
+            if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+                return status::error(errc::value_out_of_range, t.view());
+        }
+    } else if constexpr (!std::is_same_v<T, bool>) {
+        // values need a pass only when they could fail: F64 into float, or an option asks
+        const bool fits_by_type = e->type != dtype::F64 || std::is_same_v<T, double>;
+        if (!fits_by_type || opt.reject_non_finite || opt.max_abs > 0) {
+            const double limit = std::is_same_v<T, float> ? double(std::numeric_limits<float>::max())
+                                                          : std::numeric_limits<double>::max();
+            for (std::size_t i = 0; i < size; ++i) {
+                const double v = f.template element<double>(*e, i);
+                const bool finite = v - v == 0;
+                if (!finite && opt.reject_non_finite) return status::error(errc::non_finite, t.view());
+                if (finite && (v > limit || v < -limit || (opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))))
+                    return status::error(errc::value_out_of_range, t.view());
+            }
         }
     }
     return {};
@@ -85,14 +116,14 @@ template <class T, std::size_t Cap>
 template <class T, std::size_t Cap>
 [[gnu::noinline]] status check_named(const file<Cap>& f, std::string_view prefix, std::string_view name,
                                      const tensor_ref<const T>& t, const load_options& opt) {
-    return check_shaped<T>(f, f.find(prefix, name), name, t.rank, t.shape, t.size, opt);
+    return check_shaped<T>(f, f.find(prefix, name), prefix, name, t.rank, t.shape, t.size, opt);
 }
 }  // namespace detail
 
 // Checks that entry e can fill tensor X (same shape, convertible dtype, every value acceptable).
 template <class X, std::size_t Cap>
 status check_entry(const file<Cap>& f, const entry* e, std::string_view name, const load_options& opt = {}) {
-    return detail::check_shaped<typename X::value_type>(f, e, name, X::rank, X::shape.data(), X::size, opt);
+    return detail::check_shaped<typename X::value_type>(f, e, {}, name, X::rank, X::shape.data(), X::size, opt);
 }
 
 }  // namespace safetensors
@@ -101,8 +132,31 @@ status check_entry(const file<Cap>& f, const entry* e, std::string_view name, co
 // names, shapes, dtypes and values first: on any error nothing has been written. Tensors under the
 // prefix that params do not have are an error (unexpected_tensor); tensors outside it are ignored.
 namespace safetensors::detail {
+// Nothing under the prefix: the missing tensor's name, and the prefixes the file has (their first
+// dotted component) — the usual mistake is the prefix.
+template <class P, std::size_t Cap>
+status nothing_under(const P& params, const file<Cap>& f, std::string_view prefix) {
+    text t;
+    bool named = false;
+    for_each_tensor(params, [&](std::string_view name, const auto&) {
+        if (!named) t << prefix << name, named = true;  // (copied: the name's buffer is reused)
+    });
+    t << ": nothing under '" << prefix << "'; the file has";
+    for (std::size_t i = 0; i < f.size(); ++i) {
+        const std::string_view n = f[i].name, head = n.substr(0, n.find('.') == n.npos ? n.size() : n.find('.') + 1);
+        bool seen = false;
+        for (std::size_t j = 0; j < i && !seen; ++j) seen = f[j].name.substr(0, head.size()) == head;
+        if (!seen) t << " '" << head << "'";
+    }
+    return status::error(errc::missing_tensor, t.view());
+}
 template <class P, std::size_t Cap>
 status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
+    if (!prefix.empty()) {
+        bool any = false;
+        for (std::size_t i = 0; i < f.size() && !any; ++i) any = f.under(f[i], prefix);
+        if (!any && parameter_count<P>() > 0) return nothing_under(params, f, prefix);
+    }
     status result;
     std::size_t matched = 0;
     for_each_tensor(params, [&](std::string_view name, const auto& t) {
