@@ -7,6 +7,7 @@
 #include "core/status.hpp"
 #include "core/tensor.hpp"
 #include "io/checkpoint.hpp"
+#include "io/file.hpp"
 #include "io/state_dict.hpp"
 #include "layer/config.hpp"
 #include "layer/kv_cache.hpp"

@@ -33,6 +33,7 @@ enum class errc : std::uint8_t {
     invalid_option,     // an option outside its domain (a NaN learning rate, a probability outside [0, 1])
     aliased_output,     // an output overlaps an input it may not alias (the memory, or part of tgt)
     config_mismatch,    // the file's configuration (its metadata) differs from the C++ type's
+    io_error,           // a file could not be opened, sized, read or mapped (io/file.hpp)
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -60,6 +61,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::invalid_option: return "invalid option";
         case errc::aliased_output: return "output overlaps an input it may not alias";
         case errc::config_mismatch: return "configuration mismatch";
+        case errc::io_error: return "file I/O error";
     }
     return "?";
 }

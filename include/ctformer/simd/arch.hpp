@@ -48,6 +48,11 @@ using arch = xsimd::avx2;
 using arch = xsimd::sse4_2;
 #elif defined(__SSE2__)
 using arch = xsimd::sse2;
+#if defined(__x86_64__) && !defined(CTFORMER_QUIET_SSE2)
+// (a note, not a warning: -Werror builds stay buildable; CTFORMER_QUIET_SSE2 silences it)
+#pragma message("ctformer: compiled for baseline x86-64 (SSE2), about 3x slower than with -march=native or " \
+                "-march=x86-64-v3 (docs/api.md, Build)")
+#endif
 #elif defined(__aarch64__)
 using arch = xsimd::neon64;
 #else
