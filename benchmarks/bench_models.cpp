@@ -79,7 +79,7 @@ void BM_ctformer_train(benchmark::State& st) {
     for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = ct::token(i * 7 % V), tgt.storage[i] = ct::token(i * 11 % V);
     for (auto _ : st) {
         ct::zero_grad(g);
-        float loss;
+        float loss = 0;
         (void)Model::forward_train(p, ws, acts, tok, tgt, loss);
         (void)Model::backward(p, acts, ws, g);
         (void)opt.step(p, g);
