@@ -60,6 +60,9 @@ template <class M, std::size_t B, std::size_t T> void model_against_pytorch(cons
 }
 TEST_CASE("export: the GPT of docs/models.md") { model_against_pytorch<ExportGPT, 2, 6>("export_gpt"); }
 TEST_CASE("export: a Llama (GQA, tied)") { model_against_pytorch<ExportLlama, 2, 7>("export_llama"); }
+TEST_CASE("export: a Hugging Face directory (config.json, BF16 MLP weights, a rotary buffer)") {
+    model_against_pytorch<ExportLlamaHF, 2, 7>("export_llama_hf");
+}
 
 // A type differing from the file in one field: config_mismatch, the message, nothing written.
 template <class P> void mismatch(const char* file, const char* message) {

@@ -7,3 +7,4 @@ using ExportLayer = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<
 using ExportStack = ct::DecoderStack<ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>>, 2>;
 using ExportGPT = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::activation<ct::gelu>, ct::norm_first<true>>, 2>;
 using ExportLlama = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::tied_embeddings<true>>;
+using ExportLlamaHF = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>>;
