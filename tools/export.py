@@ -15,8 +15,9 @@ Supported (Debian's python3-torch only; no safetensors package needed):
     LlamaForCausalLM or the same structure), or a Hugging Face directory (config.json +
     model.safetensors / pytorch_model.bin)                         -> ct::Llama<...>
 
-Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias]
-          MODEL: a directory (Hugging Face), or a file torch.load can read holding a module.
+Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--config CONFIG.json]
+          MODEL: a directory (Hugging Face), a file torch.load reads into a module, or a state_dict
+          file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
 Module:   import export; export.export(module, "out.safetensors") -> the C++ alias (a string);
           export.export(module, path, config={...}) for a Llama-like module without .config.
 """
@@ -201,11 +202,29 @@ def meta_value(v):
     return repr(v) if isinstance(v, float) else str(v)
 
 
+# A state_dict with its configuration given as ctformer's fields (what describe() returns).
+REQUIRED = ("kind", "d_model", "heads", "ffn_dim", "activation", "norm_first", "eps")
+
+
 def export(module, path, config=None, name="Model", header=None):
-    """Writes path (safetensors + configuration); returns the C++ alias."""
-    c, sd = describe(module, config)
+    """Writes path (safetensors + configuration); returns the C++ alias. module: a supported module,
+    or a state_dict (a dict of tensors) with config = ctformer's fields."""
+    if isinstance(module, dict):
+        missing = [k for k in REQUIRED if k not in (config or {})]
+        if missing:
+            raise ValueError("export: a state_dict needs config with %s" % ", ".join(missing))
+        c = {"kv_heads": config["heads"], "gated": False, "norm": "layer_norm", "attn_bias": True, "ffn_bias": True,
+             "norm_bias": True, "rope": "none", "param_names": "pytorch"}
+        c.update(config)
+        sd = module
+    else:
+        c, sd = describe(module, config)
     dtype = next(iter(sd.values())).dtype
     meta = {"ctformer.%s" % k: meta_value(v) for k, v in c.items()}
+    # informational: the tensors' dtype (loads convert it) and their format (dense until the
+    # quantized formats exist)
+    meta["ctformer.dtype"] = str(dtype).replace("torch.", "")
+    meta["ctformer.weight_format"] = "dense"
     meta["ctformer.exporter"] = "tools/export.py"
     save_safetensors(path, sd, meta)
     alias = cpp_alias(c, dtype, name)
@@ -239,9 +258,14 @@ def main(argv=None):
     ap.add_argument("out", help="the .safetensors file to write")
     ap.add_argument("--header", help="also write the C++ alias into this header")
     ap.add_argument("--name", default="Model", help="the alias's name")
+    ap.add_argument("--config", help="for a state_dict file: a JSON object of ctformer's fields")
     a = ap.parse_args(argv)
     module = _HFLlama(a.model) if os.path.isdir(a.model) else torch.load(a.model)
-    print(export(module, a.out, name=a.name, header=a.header))
+    config = None
+    if a.config:
+        with open(a.config) as f:
+            config = json.load(f)
+    print(export(module, a.out, config=config, name=a.name, header=a.header))
 
 
 if __name__ == "__main__":

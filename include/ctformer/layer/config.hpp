@@ -188,6 +188,7 @@ template <class... Opts> struct config {
             field("rotary_dim", rotary_dim);
         }
         field("param_names", hf_names ? "hugging_face" : "pytorch");
+        field("weight_format", "dense");  // (the weights' storage: dense in the layer's dtype)
     }
 };
 
