@@ -28,25 +28,14 @@ using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_d
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, GPT2Block, 4>;
 
-std::vector<std::byte> read_all(const std::string& path) {
-    std::vector<std::byte> b;
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-        std::fseek(f, 0, SEEK_END);
-        b.resize(static_cast<std::size_t>(std::ftell(f)));
-        std::fseek(f, 0, SEEK_SET);
-        if (std::fread(b.data(), 1, b.size(), f) != b.size()) b.clear();
-        std::fclose(f);
-    }
-    return b;
-}
-
 // The peer's weights when CTFORMER_PEER_MODELS is set, else a seeded init; aborts the benchmark on a
 // file that does not load (a wrong model would time the wrong thing).
 template <class P> bool load(P& p, const char* name, benchmark::State& st) {
     if (const char* dir = std::getenv("CTFORMER_PEER_MODELS")) {
-        const auto bytes = read_all(std::string(dir) + "/" + name + ".safetensors");
+        static ct::mapped_file file;
         static ct::safetensors::file<128> f;
-        ct::status s = f.parse(bytes);
+        ct::status s = file.open((std::string(dir) + "/" + name + ".safetensors").c_str());
+        if (s) s = f.parse(file.bytes());
         if (s) s = ct::load_state_dict(p, f);
         if (!s) {
             st.SkipWithError((std::string(name) + ": " + ct::to_string(s.code) + " " + std::string(s.tensor_name())).c_str());

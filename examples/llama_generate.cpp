@@ -28,18 +28,6 @@ template <class M> struct Storage {  // static: 60 MB of weights do not belong o
     static inline typename M::template GenerateWorkspace<16> ws;
 };
 
-std::vector<std::byte> read_file(const char* path) {
-    std::vector<std::byte> b;
-    if (FILE* f = std::fopen(path, "rb")) {
-        std::fseek(f, 0, SEEK_END);
-        b.resize(static_cast<std::size_t>(std::ftell(f)));
-        std::fseek(f, 0, SEEK_SET);
-        if (std::fread(b.data(), 1, b.size(), f) != b.size()) b.clear();
-        std::fclose(f);
-    }
-    return b;
-}
-
 template <std::size_t KV> int run(const char* path) {
     using M = Stories15M<KV>;
     using S = Storage<M>;
@@ -47,11 +35,11 @@ template <std::size_t KV> int run(const char* path) {
                 ct::parameter_count<typename M::Params>(), M::Params::bytes / 1e6,
                 M::template KVCache<1, 256>::bytes / 1e6);
     std::vector<ct::token> expected;
-    std::vector<std::byte> bytes;
+    ct::mapped_file file;  // (io/file.hpp: mapped read-only, no heap)
     if (path) {
-        bytes = read_file(path);
         static ct::safetensors::file<128> f;
-        ct::status st = f.parse(bytes);
+        ct::status st = file.open(path);
+        if (st) st = f.parse(file.bytes());
         if (st) st = ct::load_state_dict(S::params, f);
         if (!st) {
             std::fprintf(stderr, "%s: %s %s\n", path, ct::to_string(st.code), std::string(st.tensor_name()).c_str());

@@ -215,30 +215,7 @@ TEST_CASE("DecoderStack of decoder-only blocks: forward = layers by hand; step a
 }
 
 // ---- GPT ----
-template <class Model, std::size_t B, std::size_t T> struct GPTRig {
-    using V = typename Model::T;
-    static inline typename Model::Params params;
-    static inline typename Model::Grads grads;
-    static inline typename Model::template TrainWorkspace<B, T> ws;
-    static inline typename Model::template Activations<B, T> acts;
-    static inline typename Model::template Workspace<B, T> iws;
-    static inline ct::Tensor<ct::token, B, T> tokens, targets;
-    static inline ct::Tensor<V, B, T, Model::vocab> logits;
-    File file;
-    explicit GPTRig(const std::string& name) : file(name) {
-        file.load(params, "params.");
-        static ct::Tensor<double, B, T> ids;
-        file.read("input.tokens", ids);
-        for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
-        file.read("input.targets", ids);
-        for (std::size_t i = 0; i < ids.size; ++i) targets.storage[i] = static_cast<ct::token>(ids.storage[i]);
-    }
-    V loss() {
-        V l = 0;
-        REQUIRE(Model::forward_train(params, ws, acts, tokens, targets, l).ok());
-        return l;
-    }
-};
+template <class Model, std::size_t B, std::size_t T> using GPTRig = test::ModelRig<Model, B, T>;
 
 template <class Model> void gpt_against_pytorch(const std::string& name) {
     using V = typename Model::T;
