@@ -135,6 +135,21 @@ template <class P> constexpr std::size_t parameter_count() {
     }
 }
 
+// Whether every tensor of P stores its values in its dtype (no quantized weight, core/quant.hpp):
+// what training and the optimizers need.
+template <class P> constexpr bool all_dense() {
+    if constexpr (std::is_same_v<P, absent>) {
+        return true;
+    } else if constexpr (is_tensor_storage_v<P>) {
+        return std::is_same_v<std::remove_cvref_t<decltype(std::declval<P&>().storage[0])>, typename P::value_type>;
+    } else if constexpr (is_module_list<P>::value) {
+        return all_dense<std::remove_cvref_t<decltype(std::declval<P&>().items[0])>>();
+    } else {
+        return boost::hana::unpack(boost::hana::accessors<P>(), [](auto... pairs) {
+            return (true && ... && all_dense<detail::member_t<P, decltype(pairs)>>());
+        });
+    }
+}
 template <class P> void zero_params(P& p) {
     zip_storage([](std::size_t n, auto* x) {
         for (std::size_t i = 0; i < n; ++i) x[i] = 0;

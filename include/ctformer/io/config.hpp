@@ -110,6 +110,8 @@ status check_config(const file<Cap>& f, std::string_view prefix, bool require) {
                 if (n + 1 < sizeof key) key[n++] = c;
             const std::string_view in_file = f.metadata(std::string_view(key, n));
             if (in_file.empty() || field_check{in_file}(value)) return;
+            if (name == "weight_format" && in_file == "dense") return;  // quantized at load
+            if (name == "weight_group" && f.metadata("ctformer.weight_format") == "dense") return;
             text t;
             t << name << ": file " << in_file << ", type ";
             append_value(t, value);

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "../core/panels.hpp"
+#include "../core/quant.hpp"
 #include "../core/reflect.hpp"
 #include "../core/status.hpp"
 #include "config.hpp"
@@ -161,7 +162,14 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
     std::size_t matched = 0;
     for_each_tensor(params, [&](std::string_view name, const auto& t) {
         if (!result) return;
-        result = check_named(f, prefix, name, ref_of(t), opt);
+        using X = std::remove_cvref_t<decltype(t)>;
+        if constexpr (is_quantized_weight_v<X>) {  // quantized at load: from finite values only
+            load_options strict = opt;
+            strict.reject_non_finite = true;
+            result = check_named(f, prefix, name, tensor_ref<const float>{nullptr, X::rank, X::size, X::shape.data()}, strict);
+        } else {
+            result = check_named(f, prefix, name, ref_of(t), opt);
+        }
         ++matched;
     });
     if (!result) return result;
@@ -182,7 +190,14 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
 }
 // After check_state accepted every tensor.
 template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
-    for_each_tensor(params, [&](std::string_view name, auto& t) { write_named(f, prefix, name, ref_of(t)); });
+    for_each_tensor(params, [&](std::string_view name, auto& t) {
+        if constexpr (is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>) {
+            const entry& e = *f.find(prefix, name);
+            t.quantize([&](std::size_t i) { return f.template element<double>(e, i); });
+        } else {
+            write_named(f, prefix, name, ref_of(t));
+        }
+    });
 }
 }  // namespace safetensors::detail
 

@@ -510,27 +510,43 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
             for (std::size_t v = 0; v < NV; ++v) simd::store(c + r * ldc + p * NR + v * W, apply_vec<T>(act, acc[r][p][v]));
 }
 
-template <class T, std::size_t R, class Act>
-inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* bp, T* c,
-                        std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
-    constexpr std::size_t NR = gemm_tile<T>::NR;
+// How the GEMV walks a weight's panels: where panel p starts, how many it reads side by side, how
+// many rows one pass takes, and one tile. Dense panels here; quantized ones in gemm_quant.hpp.
+template <class B> struct panel_source;
+template <class T> struct panel_source<const T*> {
     // Streams side by side: 4 for one row, else 2 (one stream alone reads L3 ~30% slower). Four
     // rows would spill accumulators, so they take two passes of 2 rows over the same panels, the
     // second finding them in L2. Measured on 2048x512 weights (best of 300, AVX2): M = 3 127 -> ~85
     // µs, M = 4 172 -> ~110 µs, against ~54 µs for M = 1.
-    constexpr std::size_t P = gemm_tile<T>::compact ? 1 : (R == 1 ? 4 : 2), RA = R == 4 ? 2 : R, RB = R - RA;
-    const std::size_t full = N / NR, groups = full / P, singles = full % P, panel = K * NR;
-    auto tiles = [&]<std::size_t Q>(const T* b, T* cc, std::size_t ldcc, const T* bias_q) {
-        gemv_panel_tile<T, RA, Q>(K, a, lda, b, cc, ldcc, bias_q, act, accumulate);
-        if constexpr (RB > 0) gemv_panel_tile<T, RB, Q>(K, a + RA * lda, lda, b, cc + RA * ldcc, ldcc, bias_q, act, accumulate);
+    static constexpr std::size_t streams(std::size_t R) { return gemm_tile<T>::compact ? 1 : (R == 1 ? 4 : 2); }
+    static constexpr std::size_t pass_rows(std::size_t R) { return R == 4 ? 2 : R; }
+    static const T* at(const T* b, std::size_t p, std::size_t K) { return b + p * K * gemm_tile<T>::NR; }
+    template <std::size_t R, std::size_t Q, class Act>
+    static void tile(std::size_t K, const T* a, std::size_t lda, const T* b, T* c, std::size_t ldc, const T* bias,
+                     const Act& act, bool accumulate) {
+        gemv_panel_tile<T, R, Q>(K, a, lda, b, c, ldc, bias, act, accumulate);
+    }
+};
+
+// c: (R, N) at ldc (+)= a: (R, K) · the panels of b (a panel_source) + bias, then act.
+template <class T, std::size_t R, class B, class Act>
+inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t lda, const B& b, T* c, std::size_t ldc,
+                        const T* bias, const Act& act, bool accumulate) {
+    using src = panel_source<B>;
+    constexpr std::size_t NR = gemm_tile<T>::NR, P = src::streams(R), RA = src::pass_rows(R), RB = R - RA;
+    const std::size_t full = N / NR, groups = full / P, singles = full % P;
+    auto tiles = [&]<std::size_t Q>(const B& bp, T* cc, std::size_t ldcc, const T* bias_q) {
+        src::template tile<RA, Q>(K, a, lda, bp, cc, ldcc, bias_q, act, accumulate);
+        if constexpr (RB > 0) src::template tile<RB, Q>(K, a + RA * lda, lda, bp, cc + RA * ldcc, ldcc, bias_q, act, accumulate);
     };
-    // (pointer steps instead of p·K·NR products: GCC 12 otherwise "proves" an overflow in the
+    // (pointer steps instead of p·NR products: GCC 12 otherwise "proves" an overflow in the
     // unrolled tile and warns, -Waggressive-loop-optimizations)
     const T* bias_p = bias;
-    for (std::size_t g = 0; g < groups; ++g, bp += P * panel, c += P * NR, bias_p = bias_p ? bias_p + P * NR : nullptr)
-        tiles.template operator()<P>(bp, c, ldc, bias_p);
-    for (std::size_t i = 0; i < singles; ++i, bp += panel, c += NR, bias_p = bias_p ? bias_p + NR : nullptr)
-        tiles.template operator()<1>(bp, c, ldc, bias_p);
+    std::size_t p = 0;
+    for (std::size_t g = 0; g < groups; ++g, p += P, c += P * NR, bias_p = bias_p ? bias_p + P * NR : nullptr)
+        tiles.template operator()<P>(src::at(b, p, K), c, ldc, bias_p);
+    for (std::size_t i = 0; i < singles; ++i, ++p, c += NR, bias_p = bias_p ? bias_p + NR : nullptr)
+        tiles.template operator()<1>(src::at(b, p, K), c, ldc, bias_p);
     if (const std::size_t ncols = N - full * NR; ncols) {  // last, zero-padded panel
         alignas(64) T edge[R * NR] = {};
         alignas(64) T bias_pad[NR] = {};
@@ -539,7 +555,7 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
                 for (std::size_t j = 0; j < ncols; ++j) edge[r * NR + j] = c[r * ldc + j];
         if (bias_p)
             for (std::size_t j = 0; j < ncols; ++j) bias_pad[j] = bias_p[j];
-        tiles.template operator()<1>(bp, edge, NR, bias_p ? bias_pad : nullptr);
+        tiles.template operator()<1>(src::at(b, p, K), edge, NR, bias_p ? bias_pad : nullptr);
         for (std::size_t r = 0; r < R; ++r)
             for (std::size_t j = 0; j < ncols; ++j) c[r * ldc + j] = edge[r * NR + j];
     }

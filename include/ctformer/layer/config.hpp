@@ -20,7 +20,7 @@ namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
 struct score_scale; struct check_finite; struct kv_heads; struct rope; struct max_positions; struct gated;
-struct param_names;
+struct param_names; struct weights;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -83,6 +83,11 @@ template <class N> struct param_names { using option_tag = tag::param_names; usi
 // A norm's eps under its generic name (RMSNorm's too).
 template <long long Num, long long Den = 1> using norm_eps = layer_norm_eps<Num, Den>;
 
+// The storage of every weight matrix (core/quant.hpp): dense (default), bf16, int8_per_channel,
+// int4_group<G>. Weight-only: activations, norms, biases and embeddings gathered by id stay in
+// the layer's dtype; quantized layers are for inference (forward, step, generate).
+template <class F> struct weights { using option_tag = tag::weights; using type = F; };
+
 namespace detail {
 template <class O> concept option = requires { typename O::option_tag; };
 
@@ -111,7 +116,8 @@ template <class... Opts> struct config {
                       unique<tag::bias> && unique<tag::attn_bias> && unique<tag::ffn_bias> &&
                       unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
                       unique<tag::check_finite> && unique<tag::kv_heads> && unique<tag::rope> &&
-                      unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names>,
+                      unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names> &&
+                      unique<tag::weights>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
 
@@ -139,6 +145,8 @@ template <class... Opts> struct config {
     static constexpr bool gated = detail::pick<tag::gated, ctformer::gated<false>, Opts...>::value;
     static constexpr bool hf_names =
         std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
+    using weight_format = typename detail::pick<tag::weights, weights<dense>, Opts...>::type;
+    static constexpr bool quantized = is_quantized_format<weight_format>;
 
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");
     static_assert(d_model > 0, "ctformer: d_model is zero or missing (add ct::d_model<N>)");
@@ -165,6 +173,8 @@ template <class... Opts> struct config {
     static_assert(!rope || (rotary_dim % 2 == 0 && rotary_dim <= head_dim),
                   "ctformer: RoPE's rotary dimension must be even and at most head_dim");
     static_assert(!rope || rope_type::theta > 0, "ctformer: rope_theta must be positive");
+    static_assert(!quantized || std::is_same_v<value_type, float>,
+                  "ctformer: quantized weights (ct::weights<...>) run float layers: drop ct::dtype<double>");
 
     // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
     // or const char*: what the exporter writes into a file's metadata and load_state_dict checks
@@ -188,7 +198,8 @@ template <class... Opts> struct config {
             field("rotary_dim", rotary_dim);
         }
         field("param_names", hf_names ? "hugging_face" : "pytorch");
-        field("weight_format", "dense");  // (the weights' storage: dense in the layer's dtype)
+        field("weight_format", weight_format::name);  // (a dense file loads into any format: quantized at load)
+        if constexpr (weight_format::group > 0) field("weight_group", weight_format::group);
     }
 };
 

@@ -100,6 +100,7 @@ template <class Cfg> struct Layer {
         requires(memory_arg<Mem> && !is_activations_v<Tgt>)
     static status forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
+        check_trainable();
         check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
@@ -111,6 +112,7 @@ template <class Cfg> struct Layer {
     static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using M = memory_t<Mem, Tgt>;
+        check_trainable();
         check_shapes<Tgt, M, Out, WS, SelfMask, CrossMask>();
         check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
@@ -260,7 +262,12 @@ template <class Cfg> struct Layer {
         static_assert(std::is_same_v<Acts, Activations<B, Tq, S>>,
                       "ctformer: activations shape differs from the call: use Layer::Activations<batch, tgt_len, src_len>");
     }
+    static constexpr void check_trainable() {
+        static_assert(!Cfg::quantized, "ctformer: training needs dense weights: quantized params (ct::weights<...>) are for "
+                                       "inference (train with dense weights, then load the checkpoint into the quantized type)");
+    }
     template <class Acts, class WS, class DOut> static constexpr void check_backward() {
+        check_trainable();
         constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, S = Acts::src_len;
         check_acts<Acts, B, Tq, S>();
         static_assert(std::is_base_of_v<TrainWorkspace<B, Tq, S>, WS>,

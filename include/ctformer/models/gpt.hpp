@@ -64,26 +64,27 @@ template <class StackP, std::size_t V, std::size_t Ctx, class Positions, bool Ti
 };
 
 // Hugging Face's LlamaForCausalLM: model.embed_tokens, model.layers.{i}, model.norm, lm_head.
-template <class T, std::size_t V, std::size_t D, class StackP, bool Tied> struct LlamaModelParams {
-    using emb_t = EmbeddingParams<T, V, D, Tied>;
+template <class T, std::size_t V, std::size_t D, class StackP, bool Tied, class Fmt> struct LlamaModelParams {
+    using emb_t = EmbeddingParams<T, V, D, Tied, Fmt>;
     using stack_t = inline_members<StackP>;
     BOOST_HANA_DEFINE_STRUCT(LlamaModelParams, (emb_t, embed_tokens), (stack_t, stack));
 };
-template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied>
+// Fmt: the weights' format (the blocks'), the LM head's too (tied: the embedding's).
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Fmt>
 struct LlamaParams : described_model<StackP, V, Ctx, rotary, Tied> {
     static constexpr const char* kind = "llama";
-    using model_t = LlamaModelParams<T, V, D, StackP, Tied>;
-    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
+    using model_t = LlamaModelParams<T, V, D, StackP, Tied, Fmt>;
+    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, Fmt>>;
     BOOST_HANA_DEFINE_STRUCT(LlamaParams, (model_t, model), (head_t, lm_head));
 };
 
-template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions>
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions, class Fmt>
 struct GPTParams : described_model<StackP, V, Ctx, Positions, Tied> {
     static constexpr const char* kind = "gpt";
     static constexpr bool learned_positions = std::is_same_v<Positions, learned>;
-    using wte_t = EmbeddingParams<T, V, D, Tied>;
+    using wte_t = EmbeddingParams<T, V, D, Tied, Fmt>;
     using wpe_t = std::conditional_t<learned_positions, EmbeddingParams<T, Ctx, D, false>, absent>;
-    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false>>;
+    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, Fmt>>;
     BOOST_HANA_DEFINE_STRUCT(GPTParams, (wte_t, wte), (wpe_t, wpe), (StackP, transformer), (head_t, lm_head));
 };
 
@@ -104,8 +105,10 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     static_assert(!Block::config::rope || Block::config::max_positions >= Ctx,
                   "ctformer: the blocks' RoPE table (max_positions) is shorter than the context");
     using Stack = DecoderStack<Block, N, true>;
-    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, Ctx, D, typename Stack::Params, tied>,
-                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind>>>;
+    using weight_format = typename Block::config::weight_format;
+    static constexpr bool quantized = Block::config::quantized;
+    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, Ctx, D, typename Stack::Params, tied, weight_format>,
+                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind, weight_format>>>;
     using Grads = Params;
 
     // ---- Memory roles ----

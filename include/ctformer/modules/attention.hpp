@@ -17,19 +17,19 @@ namespace ctformer {
 
 // torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
 // (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
-template <class T, std::size_t D, bool Bias> struct MultiheadAttentionParams;
-template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, true> {
-    using in_w_t = PackedWeight<T, 3 * D, D, D>;
+template <class T, std::size_t D, bool Bias, class Fmt = dense> struct MultiheadAttentionParams;
+template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, true, Fmt> {
+    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
     using in_b_t = Tensor<T, 3 * D>;
-    using out_t = LinearParams<T, D, D, true>;
+    using out_t = LinearParams<T, D, D, true, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
                              (out_t, out_proj));
     constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
     constexpr T* in_bias_data() { return in_proj_bias.data(); }
 };
-template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
-    using in_w_t = PackedWeight<T, 3 * D, D, D>;
-    using out_t = LinearParams<T, D, D, false>;
+template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, false, Fmt> {
+    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
+    using out_t = LinearParams<T, D, D, false, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
     constexpr const T* in_bias_data() const { return nullptr; }
     constexpr T* in_bias_data() { return nullptr; }
@@ -37,10 +37,10 @@ template <class T, std::size_t D> struct MultiheadAttentionParams<T, D, false> {
 
 // Hugging Face's attention (LlamaAttention): separate projections, q_proj (D, D), k_proj and
 // v_proj (Dkv, D) for Dkv = kv_heads · head_dim, o_proj (D, D).
-template <class T, std::size_t D, std::size_t Dkv, bool Bias> struct SeparateAttentionParams {
-    using q_t = LinearParams<T, D, D, Bias>;
-    using kv_t = LinearParams<T, Dkv, D, Bias>;
-    using o_t = LinearParams<T, D, D, Bias>;
+template <class T, std::size_t D, std::size_t Dkv, bool Bias, class Fmt = dense> struct SeparateAttentionParams {
+    using q_t = LinearParams<T, D, D, Bias, Fmt>;
+    using kv_t = LinearParams<T, Dkv, D, Bias, Fmt>;
+    using o_t = LinearParams<T, D, D, Bias, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(SeparateAttentionParams, (q_t, q_proj), (kv_t, k_proj), (kv_t, v_proj), (o_t, o_proj));
 };
 
@@ -66,8 +66,9 @@ template <class Cfg> struct attention {
     // Grouped-query attention: KH key/value heads, each shared by G query heads (KH = H: MHA).
     static constexpr std::size_t KH = Cfg::kv_heads, G = H / KH, Dkv = KH * Dh;
     static constexpr bool separate = Cfg::hf_names;
-    using Params = std::conditional_t<separate, SeparateAttentionParams<T, D, Dkv, Cfg::attn_bias>,
-                                      MultiheadAttentionParams<T, D, Cfg::attn_bias>>;
+    using Fmt = typename Cfg::weight_format;
+    using Params = std::conditional_t<separate, SeparateAttentionParams<T, D, Dkv, Cfg::attn_bias, Fmt>,
+                                      MultiheadAttentionParams<T, D, Cfg::attn_bias, Fmt>>;
     // Row strides of the self-attention's q | k | v (D + 2·Dkv columns: k at k_off, v at v_off)
     // and the memory's projected k | v (2D), whose rows the score tiles read in place.
     static constexpr std::size_t k_off = D, v_off = D + Dkv;

@@ -7,14 +7,15 @@
 #include <type_traits>
 
 #include "../core/reflect.hpp"
+#include "../core/quant.hpp"
 #include "../core/tensor.hpp"
 
 namespace ctformer {
 
-// torch.nn.Embedding: weight (V, D). Packed: stored in panel layout (an embedding tied to the LM
-// head, which reads it as a Linear weight).
-template <class T, std::size_t V, std::size_t D, bool Packed> struct EmbeddingParams {
-    using weight_t = std::conditional_t<Packed, PackedWeight<T, V, D>, Tensor<T, V, D>>;
+// torch.nn.Embedding: weight (V, D). Packed: stored as a Linear weight in format Fmt (an embedding
+// tied to the LM head, which reads it as one).
+template <class T, std::size_t V, std::size_t D, bool Packed, class Fmt = dense> struct EmbeddingParams {
+    using weight_t = std::conditional_t<Packed, weight_storage_t<Fmt, T, V, D>, Tensor<T, V, D>>;
     BOOST_HANA_DEFINE_STRUCT(EmbeddingParams, (weight_t, weight));
 };
 

@@ -16,17 +16,17 @@
 namespace ctformer {
 
 // linear1 (F, D) and linear2 (D, F), named at the layer's level (TransformerDecoderLayer's names).
-template <class T, std::size_t D, std::size_t F, bool Bias> struct FeedForwardParams : inlined {
-    using lin1_t = LinearParams<T, F, D, Bias>;
-    using lin2_t = LinearParams<T, D, F, Bias>;
+template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct FeedForwardParams : inlined {
+    using lin1_t = LinearParams<T, F, D, Bias, Fmt>;
+    using lin2_t = LinearParams<T, D, F, Bias, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(FeedForwardParams, (lin1_t, linear1), (lin2_t, linear2));
 };
 
 // The gated feed-forward down(act(gate(x)) ∘ up(x)) with Hugging Face's names (LlamaMLP: the
 // layer's `mlp`): gate_proj, up_proj (F, D), down_proj (D, F).
-template <class T, std::size_t D, std::size_t F, bool Bias> struct GatedFeedForwardParams {
-    using in_t = LinearParams<T, F, D, Bias>;
-    using out_t = LinearParams<T, D, F, Bias>;
+template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct GatedFeedForwardParams {
+    using in_t = LinearParams<T, F, D, Bias, Fmt>;
+    using out_t = LinearParams<T, D, F, Bias, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(GatedFeedForwardParams, (in_t, gate_proj), (in_t, up_proj), (out_t, down_proj));
 };
 
@@ -38,8 +38,9 @@ template <class Cfg> struct feed_forward {
     using T = typename Cfg::value_type;
     using Act = typename Cfg::activation_type;
     static constexpr bool gated = Cfg::gated;
-    using Params = std::conditional_t<gated, GatedFeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>,
-                                      FeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias>>;
+    using Fmt = typename Cfg::weight_format;
+    using Params = std::conditional_t<gated, GatedFeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias, Fmt>,
+                                      FeedForwardParams<T, Cfg::d_model, Cfg::ffn_dim, Cfg::ffn_bias, Fmt>>;
     static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
     // Row stride of the hidden activations (hidden, u; gated: gate | up, 2F columns): linear1's
     // register tiles write 12 rows at a time, which at a multiple of 4 KB apart share one L1 set.

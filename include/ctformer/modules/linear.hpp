@@ -7,22 +7,24 @@
 
 #include "../core/reflect.hpp"
 #include "../core/tensor.hpp"
+#include "../core/quant.hpp"
 #include "../kernels/gemm.hpp"
+#include "../kernels/gemm_quant.hpp"
 
 namespace ctformer {
 
-// torch.nn.Linear: y = x·Wᵀ + b, weight (Out, In), bias (Out).
-template <class T, std::size_t Out, std::size_t In, bool Bias> struct LinearParams;
-template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, true> {
-    using weight_t = PackedWeight<T, Out, In>;
+// torch.nn.Linear: y = x·Wᵀ + b, weight (Out, In) stored in format Fmt (core/quant.hpp), bias (Out).
+template <class T, std::size_t Out, std::size_t In, bool Bias, class Fmt = dense> struct LinearParams;
+template <class T, std::size_t Out, std::size_t In, class Fmt> struct LinearParams<T, Out, In, true, Fmt> {
+    using weight_t = weight_storage_t<Fmt, T, Out, In>;
     using bias_t = Tensor<T, Out>;
     static constexpr bool has_bias = true;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight), (bias_t, bias));
     constexpr const T* bias_data() const { return bias.data(); }
     constexpr T* bias_data() { return bias.data(); }
 };
-template <class T, std::size_t Out, std::size_t In> struct LinearParams<T, Out, In, false> {
-    using weight_t = PackedWeight<T, Out, In>;
+template <class T, std::size_t Out, std::size_t In, class Fmt> struct LinearParams<T, Out, In, false, Fmt> {
+    using weight_t = weight_storage_t<Fmt, T, Out, In>;
     static constexpr bool has_bias = false;
     BOOST_HANA_DEFINE_STRUCT(LinearParams, (weight_t, weight));
     constexpr const T* bias_data() const { return nullptr; }
@@ -60,6 +62,9 @@ struct linear {
     static void backward(const Wt& w, Wt& g_w, std::size_t s0, std::size_t n, const T* x, std::size_t rows,
                          const T* dy, std::size_t ldy, T* g_bias, T* dx, bool accumulate, T* pack, std::size_t ldx = 0) {
         constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
+        static_assert(!is_quantized_weight_v<Wt>,
+                      "ctformer: training needs dense weights: quantized params (ct::weights<...>) are for inference "
+                      "(train with dense weights, then load the checkpoint into the quantized type)");
         constexpr std::size_t blocks_per_call = Wt::segments_contiguous ? 0 : 1;  // 0: all n at once
         const std::size_t step = blocks_per_call ? blocks_per_call : n;
         for (std::size_t s = 0; s < n; s += step) {

@@ -105,6 +105,7 @@ struct sgd_options {
 // d = nesterov ? d + momentum·buf : buf; p -= lr·d.
 // step checks the options and the step counter first: on an error nothing is written.
 template <class P> struct SGD {
+    static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(SGD, (P, momentum_buffer), (Tensor<double, 1>, step_count));
     sgd_options options{};
 
@@ -168,6 +169,7 @@ struct adamw_options {
 // step checks the options, the step counter and every scalar in the params' dtype first (eps must
 // not round to 0, lr / (1 - β1^t) must stay finite): on an error nothing is written.
 template <class P> struct AdamW {
+    static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
 

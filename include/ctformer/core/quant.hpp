@@ -1,0 +1,160 @@
+// ctformer/core/quant.hpp — weight formats (ct::weights<F>) and the quantized weight's storage.
+//
+//   dense              the layer's dtype (PackedWeight)
+//   bf16               bfloat16, rounded to nearest even; 2 bytes a weight
+//   int8_per_channel   q in [-127, 127], w = s[out] · q, s = max|W[out, :]| / 127; 1 byte (+ 4 per row)
+//   int4_group<G>      q in [-8, 7] per group of G inputs, w = s[out, g] · q, s = m / -8 with m the
+//                      group's value of largest magnitude (llama.cpp's Q4_0 rule); half a byte (+ 4 per G)
+//
+// A QuantizedWeight keeps the panel layout of PackedWeight (core/panels.hpp: column panels of NR
+// outputs, read front to back) but packs P = 32 / bits consecutive inputs of one output into a
+// 32-bit word, lowest bits first (two's complement; bf16: the float's upper half):
+//
+//   input k of output n:  word ((n / NR) · In/P + k / P) · NR + n % NR,  bits (k % P) · 32/P and up
+//   its scale (int8):     scales[n]     (int4): scales[((n / NR) · In/G + k / G) · NR + n % NR]
+//
+// so a vector of NR/NV words holds one word row of a panel and a kernel widens it in registers
+// with shifts alone, the same on every ISA (kernels/gemm_quant.hpp). Segments (Wq | Wk | Wv) each
+// start on a whole panel, as in PackedWeight. Padding columns hold zero words and zero scales.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "tensor.hpp"
+
+namespace ctformer {
+
+struct dense {
+    static constexpr const char* name = "dense";
+    static constexpr std::size_t per_word = 1, group = 0;
+};
+struct bf16 {
+    static constexpr const char* name = "bf16";
+    static constexpr std::size_t per_word = 2, group = 0;
+    static constexpr bool scaled = false;
+};
+struct int8_per_channel {
+    static constexpr const char* name = "int8_per_channel";
+    static constexpr std::size_t per_word = 4, group = 0;
+    static constexpr bool scaled = true;
+};
+template <std::size_t G> struct int4_group {
+    static_assert(G >= 8 && 256 % G == 0, "ctformer: int4 groups are 8, 16, 32, 64, 128 or 256 inputs");
+    static constexpr const char* name = "int4_group";
+    static constexpr std::size_t per_word = 8, group = G;
+    static constexpr bool scaled = true;
+};
+template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
+
+namespace quant {
+// float -> bfloat16 bits, round to nearest even (finite inputs: the loader rejects NaN and inf).
+inline std::uint32_t bf16_bits(float x) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of).
+template <class Fmt> inline float decode(std::uint32_t w, std::size_t slot) {
+    if constexpr (std::is_same_v<Fmt, bf16>) {
+        return std::bit_cast<float>(slot == 0 ? w << 16 : w & 0xffff0000u);
+    } else {
+        constexpr std::size_t bits = 32 / Fmt::per_word;
+        return static_cast<float>(static_cast<std::int32_t>(w << (32 - bits * (slot + 1))) >> (32 - bits));
+    }
+}
+}  // namespace quant
+
+// A quantized weight's panels as the kernels read them: words and scales of one segment onwards.
+template <class Fmt> struct quant_panels {
+    const std::uint32_t* words;
+    const float* scales;
+};
+
+// PyTorch Linear weight W: (Out, In) in format Fmt, layout above. Presents PyTorch's shape and
+// element order like PackedWeight (get(i): the dequantized value); written whole by quantize().
+template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> struct QuantizedWeight : shape_of<Out, In> {
+    static_assert(Seg > 0 && Out % Seg == 0, "ctformer: weight segments must divide the output features");
+    static_assert(In % Fmt::per_word == 0, "ctformer: quantized weights pack 32 bits of inputs per word: the input "
+                                           "features must be a multiple of 2 (bf16), 4 (int8) or 8 (int4)");
+    static_assert(Fmt::group == 0 || In % Fmt::group == 0, "ctformer: the int4 group size must divide the input features");
+    using value_type = float;
+    using format = Fmt;
+    using shape_of<Out, In>::size;
+    static constexpr std::size_t out_features = Out, in_features = In, segment = Seg, segments = Out / Seg;
+    static constexpr std::size_t NR = kernels::gemm_tile<float>::NR, P = Fmt::per_word;
+    static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;  // scale rows per panel
+    static constexpr std::size_t segment_words = kernels::panel_count<float>(Seg) * (In / P) * NR;
+    static constexpr std::size_t segment_scales = Fmt::scaled ? kernels::panel_count<float>(Seg) * groups * NR : 0;
+    static constexpr bool segments_contiguous = Seg % NR == 0;
+    alignas(64) std::uint32_t storage[segments * segment_words];
+    alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];
+
+    quant_panels<Fmt> panels(std::size_t s = 0) const { return {storage + s * segment_words, scales + s * segment_scales}; }
+
+    // Where input k of output o lives.
+    static constexpr std::size_t word_index(std::size_t o, std::size_t k) {
+        const std::size_t n = o % Seg;
+        return o / Seg * segment_words + ((n / NR) * (In / P) + k / P) * NR + n % NR;
+    }
+    static constexpr std::size_t scale_index(std::size_t o, std::size_t k) {
+        const std::size_t n = o % Seg;
+        return o / Seg * segment_scales + ((n / NR) * groups + (Fmt::group ? k / Fmt::group : 0)) * NR + n % NR;
+    }
+    // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (bf16: exact).
+    float get(std::size_t i) const {
+        const std::size_t o = i / In, k = i % In;
+        const float q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
+        if constexpr (Fmt::scaled) return scales[scale_index(o, k)] * q;
+        else return q;
+    }
+
+    // Quantizes W from value(i) (element i in row-major order, finite; read twice), every word and
+    // scale including the padding.
+    template <class V> void quantize(V&& value) {
+        for (std::size_t i = 0; i < sizeof storage / sizeof storage[0]; ++i) storage[i] = 0;
+        for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
+        constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
+        for (std::size_t o = 0; o < Out; ++o)
+            for (std::size_t k0 = 0; k0 < In; k0 += span) {
+                double s = 0;  // bf16: unused
+                if constexpr (Fmt::scaled) {
+                    double m = 0;  // the value of largest magnitude
+                    for (std::size_t k = k0; k < k0 + span; ++k) {
+                        const double v = static_cast<double>(value(o * In + k));
+                        if (std::fabs(v) > std::fabs(m)) m = v;
+                    }
+                    const float sf = static_cast<float>(Fmt::group ? m / -8.0 : std::fabs(m) / 127.0);
+                    scales[scale_index(o, k0)] = sf;
+                    s = sf;
+                }
+                for (std::size_t k = k0; k < k0 + span; ++k) {
+                    const double v = static_cast<double>(value(o * In + k));
+                    std::uint32_t field;
+                    if constexpr (std::is_same_v<Fmt, bf16>) {
+                        field = quant::bf16_bits(static_cast<float>(v));
+                    } else {
+                        constexpr double lo = Fmt::group ? -8 : -127, hi = Fmt::group ? 7 : 127;
+                        double q = s == 0 ? 0 : std::nearbyint(v / s);
+                        q = q < lo ? lo : q > hi ? hi : q;
+                        field = static_cast<std::uint32_t>(static_cast<std::int32_t>(q)) & ((1u << (32 / P)) - 1);
+                    }
+                    storage[word_index(o, k)] |= field << (k % P * (32 / P));
+                }
+            }
+    }
+};
+
+template <class X> struct is_quantized_weight : std::false_type {};
+template <class F, std::size_t O, std::size_t I, std::size_t S>
+struct is_quantized_weight<QuantizedWeight<F, O, I, S>> : std::true_type {};
+template <class X> inline constexpr bool is_quantized_weight_v = is_quantized_weight<std::remove_cv_t<X>>::value;
+template <class F, std::size_t O, std::size_t I, std::size_t S>
+struct is_tensor_storage<QuantizedWeight<F, O, I, S>> : std::true_type {};
+
+// A Linear weight (Out, In) in format Fmt for a layer of dtype T.
+template <class Fmt, class T, std::size_t Out, std::size_t In, std::size_t Seg = Out>
+using weight_storage_t = std::conditional_t<is_quantized_format<Fmt>, QuantizedWeight<Fmt, Out, In, Seg>, PackedWeight<T, Out, In, Seg>>;
+
+}  // namespace ctformer

@@ -1,0 +1,215 @@
+// ctformer/kernels/gemm_quant.hpp — the GEMM and GEMV over quantized weights (core/quant.hpp),
+// weight-only: activations and accumulation in float, each weight widened in registers from its
+// packed word (shifts and a conversion; bf16: a shift or a mask), never copied out whole.
+//
+//   c: (M, N) (+)= a: (M, K) · W: (K, N) quantized panels + bias, then act.
+//
+// Few rows (a decoding step): the GEMV streams the words once (panel_source below). More rows
+// (a prefill): each (KC x NR) block of a panel is dequantized into the GEMM's scratch, where the
+// dense micro-kernel multiplies it with all M rows (the block is reused M times).
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "../core/quant.hpp"
+#include "gemm.hpp"
+
+namespace ctformer::kernels {
+
+namespace detail {
+
+// W packed words as a vector of int32 (a scalar where floats have no vectors).
+#if CTFORMER_XSIMD
+using qword = std::conditional_t<simd::vectorized<float>, xsimd::batch<std::int32_t, simd::arch>, std::int32_t>;
+#else
+using qword = std::int32_t;
+#endif
+static_assert(sizeof(qword) == sizeof(simd::vec<float>), "ctformer: a word vector matches a float vector");
+
+// (Q: qword, a template parameter so that the branch for the other kind is discarded)
+template <class Q = qword> inline Q load_words(const std::uint32_t* p) {
+    if constexpr (std::is_same_v<Q, std::int32_t>) return std::bit_cast<std::int32_t>(*p);
+    else return Q::load_unaligned(reinterpret_cast<const std::int32_t*>(p));
+}
+
+// Field S of each word, widened to float: sign-extended integers (shift the field to the top,
+// arithmetic shift down), or bf16 (the upper half of a float).
+template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> decode(const Q& x) {
+    if constexpr (std::is_same_v<Q, std::int32_t>) {
+        return quant::decode<Fmt>(std::bit_cast<std::uint32_t>(x), S);
+    }
+#if CTFORMER_XSIMD
+    else if constexpr (std::is_same_v<Fmt, bf16>) {
+        return xsimd::bitwise_cast<simd::vec<float>>(S == 0 ? Q(x << 16) : Q(x & Q(std::int32_t(0xffff0000u))));
+    } else {
+        constexpr int bits = 32 / int(Fmt::per_word), up = 32 - bits * int(S + 1);
+        return xsimd::to_float(up ? Q(Q(x << up) >> (32 - bits)) : Q(x >> (32 - bits)));
+    }
+#endif
+}
+
+template <std::size_t... S, class F> inline void for_slots(std::index_sequence<S...>, F&& f) {
+    (f(std::integral_constant<std::size_t, S>{}), ...);
+}
+
+// c: (R, Q·NR) at ldc (+)= a: (R, K) · Q quantized panels + bias (Q·NR, padded; or null). Per word
+// row, each field is widened once and used by the R rows; int4 sums a group in `part` and adds
+// it times the group's scales; int8 scales the sums at the end (s · Σ a·q).
+template <class Fmt, std::size_t R, std::size_t Q, class Act>
+inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, const quant_panels<Fmt>& b, float* c,
+                            std::size_t ldc, const float* bias, const Act& act, bool accumulate) {
+    using tile = gemm_tile<float>;
+    using vt = simd::vec<float>;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR, S = Fmt::per_word;
+    constexpr bool grouped = Fmt::group > 0;
+    const std::size_t rows = K / S, group_rows = grouped ? Fmt::group / S : rows;
+    const std::size_t pw = rows * NR, ps = (grouped ? K / Fmt::group : 1) * NR;  // words and scales per panel
+    vt acc[R][Q][NV], part[R][Q][NV];
+    auto zero = [](vt(&x)[R][Q][NV]) {
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) x[r][q][v] = vt(0.f);
+    };
+    zero(acc);
+    for (std::size_t g0 = 0; g0 < rows; g0 += group_rows) {
+        vt(&sum)[R][Q][NV] = grouped ? part : acc;
+        if constexpr (grouped) zero(part);
+        for (std::size_t kw = g0; kw < g0 + group_rows; ++kw) {
+            qword w[Q][NV];
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) w[q][v] = load_words(b.words + q * pw + kw * NR + v * W);
+            for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
+                vt ar[R];
+#pragma GCC unroll 4
+                for (std::size_t r = 0; r < R; ++r) ar[r] = vt(a[r * lda + kw * S + slot]);
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                    for (std::size_t v = 0; v < NV; ++v) {
+                        const vt x = decode<Fmt, decltype(slot)::value>(w[q][v]);
+#pragma GCC unroll 4
+                        for (std::size_t r = 0; r < R; ++r) sum[r][q][v] = simd::fma<float>(ar[r], x, sum[r][q][v]);
+                    }
+            });
+        }
+        if constexpr (grouped) {
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) {
+                    const vt s = simd::load(b.scales + q * ps + g0 / group_rows * NR + v * W);
+#pragma GCC unroll 4
+                    for (std::size_t r = 0; r < R; ++r) acc[r][q][v] = simd::fma<float>(s, part[r][q][v], acc[r][q][v]);
+                }
+        }
+    }
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) {
+                vt y = acc[r][q][v];
+                if constexpr (Fmt::scaled && !grouped) y = y * simd::load(b.scales + q * ps + v * W);
+                if (accumulate) y = y + simd::load(c + r * ldc + q * NR + v * W);
+                if (bias) y = y + simd::load(bias + q * NR + v * W);
+                simd::store(c + r * ldc + q * NR + v * W, apply_vec<float>(act, y));
+            }
+}
+
+// ((K / S) x NR) words and (groups x NR) scales a panel; rows k0 .. k0 + kc of panel b dequantized
+// into out: (kc x NR) k-major, the values get() returns (s · q, one rounding).
+template <class Fmt>
+inline void dequantize_block(const quant_panels<Fmt>& b, std::size_t K, std::size_t k0, std::size_t kc, float* out) {
+    using tile = gemm_tile<float>;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR, S = Fmt::per_word;
+    using vt = simd::vec<float>;
+    for (std::size_t kw = k0 / S; kw < (k0 + kc) / S; ++kw)
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NV; ++v) {
+            const qword w = load_words(b.words + kw * NR + v * W);
+            vt s(1.f);
+            if constexpr (Fmt::group > 0) s = simd::load(b.scales + (kw * S / Fmt::group) * NR + v * W);
+            else if constexpr (Fmt::scaled) s = simd::load(b.scales + v * W);
+            for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
+                const vt x = decode<Fmt, decltype(slot)::value>(w);
+                simd::store(out + (kw * S + slot - k0) * NR + v * W, Fmt::scaled ? s * x : x);
+            });
+        }
+    (void)K;
+}
+
+}  // namespace detail
+
+template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
+    // Two streams for one row, one for more (int4 keeps a group's sums beside the totals: twice the
+    // accumulators), at most two rows a pass.
+    static constexpr std::size_t streams(std::size_t R) { return gemm_tile<float>::compact || R > 1 ? 1 : 2; }
+    static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
+    static quant_panels<Fmt> at(const quant_panels<Fmt>& b, std::size_t p, std::size_t K) {
+        constexpr std::size_t NR = gemm_tile<float>::NR;
+        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + (Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0)};
+    }
+    template <std::size_t R, std::size_t Q, class Act>
+    static void tile(std::size_t K, const float* a, std::size_t lda, const quant_panels<Fmt>& b, float* c, std::size_t ldc,
+                     const float* bias, const Act& act, bool accumulate) {
+        gemv_quant_tile<Fmt, R, Q>(K, a, lda, b, c, ldc, bias, act, accumulate);
+    }
+};
+
+// gemm_panels over quantized panels (same contract as the dense one; K a multiple of the format's
+// fields per word, and of its group). pack: gemm_pack_elems<float>(M, K) elements (the dequantized
+// block and, where the dense path would pack it, a's block).
+template <class Fmt, class Act = identity_op>
+inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                        const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
+                        float* pack, bool accumulate = false) {
+    using tile = gemm_tile<float>;
+    using src = detail::panel_source<quant_panels<Fmt>>;
+    constexpr std::size_t NR = tile::NR, KC = tile::KC;
+    if (M == 0 || N == 0) return;
+    // Compact kernels (no scratch, no caches): four rows at a time through the GEMV.
+    const std::size_t chunk = tile::compact ? small_m_rows : M;
+    if (M > small_m_rows && chunk < M) {
+        for (std::size_t m0 = 0; m0 < M; m0 += chunk)
+            gemm_panels(M - m0 < chunk ? M - m0 : chunk, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc, bias, act, pack, accumulate);
+        return;
+    }
+    switch (M) {
+    case 1: return detail::gemv_panels<float, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
+    case 2: return detail::gemv_panels<float, 2>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
+    case 3: return detail::gemv_panels<float, 3>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
+    case 4: return detail::gemv_panels<float, 4>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
+    default: break;
+    }
+    if constexpr (!tile::compact) {
+        // panel by panel, K block by K block: the block dequantized into pack, the dense packed path
+        // over it (its a block, if it packs one, after the block); act on the last block only
+        for (std::size_t n0 = 0, p = 0; n0 < N; n0 += NR, ++p) {
+            const quant_panels<Fmt> panel = src::at(b, p, K);
+            for (std::size_t k0 = 0; k0 < K; k0 += KC) {
+                const std::size_t kc = K - k0 < KC ? K - k0 : KC, ncols = N - n0 < NR ? N - n0 : NR;
+                detail::dequantize_block(panel, K, k0, kc, pack);
+                const float* bias_n = bias && k0 == 0 ? bias + n0 : nullptr;
+                const bool from_c = accumulate || k0 > 0;
+                constexpr auto rows = detail::a_layout::rows;
+                constexpr auto panels = detail::b_layout::panels;
+                if (k0 + kc == K)
+                    detail::gemm_packed<float, rows, panels, detail::c_layout::rows>(M, ncols, kc, a + k0, lda, pack, 0, c + n0,
+                                                                                     ldc, bias_n, act, pack, from_c);
+                else
+                    detail::gemm_packed<float, rows, panels, detail::c_layout::rows>(M, ncols, kc, a + k0, lda, pack, 0, c + n0,
+                                                                                     ldc, bias_n, identity_op{}, pack, from_c);
+            }
+        }
+    }
+}
+
+}  // namespace ctformer::kernels

@@ -1,0 +1,300 @@
+// Quantized weights (core/quant.hpp, kernels/gemm_quant.hpp): bf16, int8 per channel, int4 groups.
+// The reference of each format is the float layer whose weights are the dequantized values
+// (the quantized params saved, which writes get(i), and loaded into the dense type): ctformer
+// matches it at the float tolerance, forward, step and generation, on the PyTorch fixtures. The
+// error against PyTorch's own (unquantized) outputs is printed per format (docs/quantization.md).
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model_fixture.hpp"
+
+namespace {
+
+constexpr double quant_tol = 2e-5;  // of the output's max magnitude: the float tolerance
+
+std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.f) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+// d = the dense params whose weights are q's dequantized values.
+template <class Q, class D> void dequantized_copy(const Q& q, D& d) {
+    std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
+    REQUIRE(ct::save_state_dict(q, buf).st.ok());
+    const ct::status st = ct::load_state_dict(d, std::span<const std::byte>(buf));
+    REQUIRE_MESSAGE(st.ok(), ct::to_string(st.code) << " " << st.tensor_name());
+}
+
+double max_abs(const float* x, std::size_t n) {
+    double m = 0;
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(x[i])));
+    return m;
+}
+// got against want within tol of want's max magnitude; returns the relative error.
+double check_rel(const char* what, const float* got, const float* want, std::size_t n, double tol) {
+    const double scale = std::max(max_abs(want, n), 1e-30), err = test::compare(got, want, n).max_abs;
+    INFO(what << ": max abs err " << err << " (" << err / scale << " of max " << scale << ", tol " << tol << ")");
+    CHECK(err <= tol * scale);
+    return err / scale;
+}
+
+template <class Fmt> const char* fmt_name() {
+    if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
+    else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else return "int4";
+}
+
+}  // namespace
+
+// ---- Storage: quantize, dequantize, edge cases ----
+
+TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
+                   ct::int8_per_channel, ct::int4_group<32>) {
+    constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
+    using W = ct::QuantizedWeight<Fmt, Out, In>;
+    static W w;
+    std::vector<float> v = random_values(Out * In, 3);
+    for (std::size_t k = 0; k < In; ++k) v[5 * In + k] = 0;  // an all-zero row
+    v[9 * In + 40] = 1e30f;                                  // one huge value
+    w.quantize([&](std::size_t i) { return v[i]; });
+    for (std::size_t o = 0; o < Out; ++o)
+        for (std::size_t k = 0; k < In; ++k) {
+            const std::size_t i = o * In + k;
+            const double x = v[i], y = w.get(i);
+            double bound;
+            if constexpr (std::is_same_v<Fmt, ct::bf16>) {
+                bound = std::fabs(x) * 0x1p-8;  // round to nearest with 8 significant bits
+            } else {  // half a step; int4: a step where Q4_0's rule clips (a value of the opposite sign
+                      // near the group's extreme would need +8 steps: it gets 7)
+                bound = (Fmt::group ? 1.0 : 0.5) * std::fabs(double(w.scales[W::scale_index(o, k)])) * (1 + 1e-6);
+            }
+            INFO("o " << o << " k " << k << ": " << x << " -> " << y);
+            REQUIRE(std::fabs(x - y) <= bound);
+        }
+    for (std::size_t k = 0; k < In; ++k) CHECK(w.get(5 * In + k) == 0.f);
+    CHECK(std::fabs(w.get(9 * In + 40) - 1e30) <= 1e30 * 0x1p-8);
+    // every other value in the huge value's row (int8) or group (int4) rounds to zero
+    if constexpr (!std::is_same_v<Fmt, ct::bf16>) {
+        const std::size_t k0 = Fmt::group ? 40 / Fmt::group * Fmt::group : 0, k1 = Fmt::group ? k0 + Fmt::group : In;
+        for (std::size_t k = k0; k < k1; ++k)
+            if (k != 40) CHECK(w.get(9 * In + k) == 0.f);
+    }
+    // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule)
+    if constexpr (Fmt::group > 0) {
+        const std::size_t o = 2;
+        double m = 0;
+        for (std::size_t k = 0; k < Fmt::group; ++k) m = std::fabs(v[o * In + k]) > std::fabs(m) ? v[o * In + k] : m;
+        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / -8).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("quant: bf16 rounds to nearest even") {
+    CHECK(ct::quant::bf16_bits(1.f) == 0x3f80u);
+    CHECK(ct::quant::bf16_bits(std::bit_cast<float>(0x3f808000u)) == 0x3f80u);  // tie: to even
+    CHECK(ct::quant::bf16_bits(std::bit_cast<float>(0x3f818000u)) == 0x3f82u);  // tie: to even (up)
+    CHECK(ct::quant::bf16_bits(std::bit_cast<float>(0x3f808001u)) == 0x3f81u);  // above the tie
+}
+
+// ---- Kernels: every path (GEMV rows 1..4, GEMM rows, edge panels, two K blocks, bias, act,
+// accumulate) against a double dot product over the dequantized values ----
+
+template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
+    using W = ct::QuantizedWeight<Fmt, N, K>;
+    static W w;
+    const std::vector<float> v = random_values(N * K, 7);
+    w.quantize([&](std::size_t i) { return v[i]; });
+    const std::vector<float> bias = random_values(N, 8);
+    static float pack[ct::kernels::gemm_pack_elems<float>(64, K)];
+    for (std::size_t M : {1, 2, 3, 4, 5, 7, 13, 64}) {
+        for (bool accumulate : {false, true}) {
+            const std::vector<float> a = random_values(M * K, unsigned(M));
+            const std::vector<float> c0 = random_values(M * N, 99);
+            std::vector<float> c = c0;
+            const ct::relu act{};
+            ct::kernels::gemm_panels(M, N, K, a.data(), K, w.panels(), c.data(), N, bias.data(), act, pack, accumulate);
+            double worst = 0;
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t n = 0; n < N; ++n) {
+                    double s = (accumulate ? c0[m * N + n] : 0) + bias[n], mag = std::fabs(s);
+                    for (std::size_t k = 0; k < K; ++k) {
+                        s += double(a[m * K + k]) * w.get(n * K + k);
+                        mag += std::fabs(double(a[m * K + k]) * w.get(n * K + k));
+                    }
+                    worst = std::max(worst, std::fabs(std::max(s, 0.0) - c[m * N + n]) / mag);
+                }
+            INFO(fmt_name<Fmt>() << " M " << M << " N " << N << " K " << K << " accumulate " << accumulate
+                                 << ": worst error " << worst << " of the sum of |terms|");
+            CHECK(worst <= 1e-6);
+        }
+    }
+}
+
+TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
+                   ct::int8_per_channel, ct::int4_group<32>, ct::int4_group<64>) {
+    kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
+    kernel_case<Fmt, 8, 64>();                                            // one partial panel
+}
+
+// ---- Layers, stacks and models on the PyTorch fixtures ----
+
+using CrossDense = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+template <class Fmt> using CrossQ = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::weights<Fmt>>;
+
+TEST_CASE_TEMPLATE("quant: nn.TransformerDecoderLayer (cross-attention) forward = its dequantized float layer", Fmt,
+                   ct::bf16, ct::int8_per_channel, ct::int4_group<8>) {
+    using LQ = CrossQ<Fmt>;
+    static typename LQ::Params q;
+    static CrossDense::Params d;
+    test::File file("post_relu_causal_mempad");
+    file.load(q, "params.");
+    dequantized_copy(q, d);
+    static ct::Tensor<float, 2, 5, 16> tgt, out_q, out_d, torch;
+    static ct::Tensor<float, 2, 7, 16> mem;
+    file.read("input.tgt", tgt);
+    file.read("input.memory", mem);
+    file.read("output", torch);
+    static typename LQ::template Workspace<2, 5, 7> wq;
+    static CrossDense::Workspace<2, 5, 7> wd;
+    REQUIRE(LQ::forward(q, wq, tgt, mem, out_q, ct::causal{}, ct::key_lengths{7, 4}).ok());
+    REQUIRE(CrossDense::forward(d, wd, tgt, mem, out_d, ct::causal{}, ct::key_lengths{7, 4}).ok());
+    check_rel("quantized vs dequantized float layer", out_q.data(), out_d.data(), out_q.size, quant_tol);
+    const double vs_torch = check_rel("against PyTorch's unquantized output", out_q.data(), torch.data(), out_q.size, 0.2);
+    std::printf("  quant %-5s decoder layer D16: %.3g of max vs dequantized float, %.3g vs PyTorch fp32\n", fmt_name<Fmt>(),
+                test::compare(out_q.data(), out_d.data(), out_q.size).max_abs / max_abs(out_d.data(), out_d.size), vs_torch);
+}
+
+template <class Fmt>
+using GPTQ = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
+                                                 ct::activation<ct::gelu>, ct::weights<Fmt>>, 2>;
+using GPTD = GPTQ<ct::dense>;
+
+// forward logits, step token by token (the GEMV path) and greedy generation, quantized vs float
+template <class MQ, class MD, std::size_t B, std::size_t T>
+void model_case(const char* fixture, const char* what) {
+    constexpr std::size_t V = MQ::vocab;
+    static typename MQ::Params q;
+    static typename MD::Params d;
+    test::File file(fixture);
+    file.load(q, "params.");
+    dequantized_copy(q, d);
+    static ct::Tensor<double, B, T> ids;
+    static ct::Tensor<ct::token, B, T> tokens;
+    file.read("input.tokens", ids);
+    for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
+    static ct::Tensor<float, B, T, V> lq, ld, torch;
+    file.read("output", torch);
+    static typename MQ::template Workspace<B, T> wq;
+    static typename MD::template Workspace<B, T> wd;
+    REQUIRE(MQ::forward(q, wq, tokens, lq).ok());
+    REQUIRE(MD::forward(d, wd, tokens, ld).ok());
+    const double fwd = check_rel("forward logits", lq.data(), ld.data(), lq.size, quant_tol);
+    const double vs_torch = test::compare(lq.data(), torch.data(), lq.size).max_abs / max_abs(torch.data(), torch.size);
+
+    // one token at a time through the caches: each row of the forward's logits
+    static typename MQ::template KVCache<B, T> cq;
+    static typename MQ::template StepWorkspace<B, 1> sq;
+    static ct::Tensor<ct::token, B, 1> one;
+    static ct::Tensor<float, B, 1, V> step_logits;
+    cq.reset();
+    double worst_step = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
+        REQUIRE(MQ::step(q, sq, cq, one, step_logits).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            worst_step = std::max(worst_step, check_rel("step", step_logits.data() + b * V, lq.data() + (b * T + t) * V, V,
+                                                        quant_tol));
+    }
+    // greedy generation: the same tokens as the dequantized float model's
+    static typename MQ::template KVCache<1, MQ::context> gq;
+    static typename MD::template KVCache<1, MD::context> gd;
+    static typename MQ::template GenerateWorkspace<4> gwq;
+    static typename MD::template GenerateWorkspace<4> gwd;
+    std::vector<ct::token> a, b;
+    gq.reset(), gd.reset();
+    REQUIRE(MQ::generate(q, gwq, gq, tokens.data(), 3, MQ::context - 3, ct::sampling{.temperature = 0}, [&](ct::token t) {
+                a.push_back(t);
+                return true;
+            }).ok());
+    REQUIRE(MD::generate(d, gwd, gd, tokens.data(), 3, MQ::context - 3, ct::sampling{.temperature = 0}, [&](ct::token t) {
+                b.push_back(t);
+                return true;
+            }).ok());
+    CHECK(a == b);
+    std::printf("  quant %-5s %-22s forward %.3g, step %.3g of max vs dequantized float; %.3g vs PyTorch fp32\n", what,
+                fixture, fwd, worst_step, vs_torch);
+}
+
+TEST_CASE_TEMPLATE("quant: GPT (learned positions, untied quantized LM head) forward, step, generate", Fmt, ct::bf16,
+                   ct::int8_per_channel, ct::int4_group<16>) {
+    model_case<GPTQ<Fmt>, GPTD, 2, 6>("gpt_small", fmt_name<Fmt>());
+}
+
+template <class... O>
+using LlamaS = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::kv_heads<2>, O...>;
+
+TEST_CASE_TEMPLATE("quant: Llama (GQA, SwiGLU, RoPE) forward, step, generate", Fmt, ct::bf16, ct::int8_per_channel,
+                   ct::int4_group<16>) {
+    model_case<LlamaS<ct::weights<Fmt>>, LlamaS<>, 2, 7>("llama_gqa", fmt_name<Fmt>());
+}
+
+// ---- Loading ----
+
+TEST_CASE("quant: NaN or inf in the float source is an error at load and nothing is written") {
+    using LQ = CrossQ<ct::int8_per_channel>;
+    static typename LQ::Params q, before;
+    test::File file("post_relu_nomask");
+    file.load(q, "params.");
+    std::memcpy(&before, &q, sizeof q);
+    // the same file with one weight replaced by NaN, then by inf
+    for (const float bad : {NAN, INFINITY}) {
+        std::vector<std::byte> bytes = file.bytes;
+        const ct::safetensors::entry* e = file.f.find("params.linear2.weight");
+        REQUIRE(e);
+        REQUIRE(e->type == ct::safetensors::dtype::F32);
+        const std::size_t at = std::size_t(file.f.data(*e) - file.bytes.data()) + 4 * 17;
+        std::memcpy(bytes.data() + at, &bad, 4);
+        const ct::status st = ct::load_state_dict(q, std::span<const std::byte>(bytes), "params.");
+        CHECK(st.code == ct::errc::non_finite);
+        CHECK(st.tensor_name() == "params.linear2.weight");
+        CHECK(std::memcmp(&before, &q, sizeof q) == 0);
+    }
+}
+
+TEST_CASE("quant: a quantized model saved (dequantized values) and loaded again has the same storage") {
+    using LQ = CrossQ<ct::int4_group<8>>;
+    static typename LQ::Params q, r;
+    test::File file("post_relu_nomask");
+    file.load(q, "params.");
+    std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
+    REQUIRE(ct::save_state_dict(q, buf).st.ok());
+    REQUIRE(ct::load_state_dict(r, std::span<const std::byte>(buf)).ok());
+    std::size_t differ = 0;
+    ct::for_each_tensor(q, [&](std::string_view name, const auto& t) {
+        ct::for_each_tensor(r, [&](std::string_view n2, const auto& u) {
+            if constexpr (std::is_same_v<decltype(t), decltype(u)>)
+                if (name == n2) differ += std::memcmp(&t, &u, sizeof t) != 0;
+        });
+    });
+    CHECK(differ == 0);
+}
+
+TEST_CASE("quant: the configuration: a dense export loads into any format, a quantized type describes its format") {
+    std::string fmt, group;
+    CrossQ<ct::int4_group<8>>::config::describe([&](std::string_view name, auto value) {
+        if constexpr (std::is_same_v<decltype(value), const char*>)
+            if (name == "weight_format") fmt = value;
+        if constexpr (std::is_same_v<decltype(value), std::size_t>)
+            if (name == "weight_group") group = std::to_string(value);
+    });
+    CHECK(fmt == "int4_group");
+    CHECK(group == "8");
+    static_assert(sizeof(CrossQ<ct::int8_per_channel>::Params) * 3 < sizeof(CrossDense::Params) * 2,
+                  "int8 params are well under the float ones");
+}
