@@ -3,7 +3,9 @@
 //   decode/<model>/generate   63 tokens after a 1-token prompt through the KV cache (tokens/s)
 //   decode/<model>/prefill    a 64-token prompt into an empty cache, to its first token (µs)
 // Models: stories15M (Llama: dim 288, 6 layers, 6 heads, hidden 768, vocab 32000, context 256),
-// stories15M_gqa (2 kv heads), gpt2_d256 (GPT: d 256, 4 layers, 4 heads, ffn 1024, vocab 50257).
+// stories15M_gqa (2 kv heads), gpt2_d256 (GPT: d 256, 4 layers, 4 heads, ffn 1024, vocab 50257),
+// stories15M_bf16 / _int8 / _int4 (stories15M's weights as ct::weights<bf16 | int8_per_channel |
+// int4_group<32>>, the tied-free LM head included).
 // With CTFORMER_PEER_MODELS=<dir> the weights are write_models.py's (identical to llama.cpp's);
 // otherwise a seeded init of the same shapes (the time does not depend on the values).
 #include <benchmark/benchmark.h>
@@ -21,9 +23,14 @@
 namespace {
 
 constexpr std::size_t Gen = 63, Prompt = 64, Ctx = 256;
-template <std::size_t KV>
+template <std::size_t KV, class... O>
 using Stories = ct::Llama<32000, Ctx, 6, ct::d_model<288>, ct::heads<6>, ct::kv_heads<KV>, ct::ffn_dim<768>,
-                          ct::norm_eps<1, 100000>>;
+                          ct::norm_eps<1, 100000>, O...>;
+// Quantized weights (#39), from the same float file (quantized at load), against llama.cpp's Q8_0
+// and Q4_0 files of the same weights (write_models.py: stories15M_q8_0, stories15M_q4_0)
+using StoriesBf16 = Stories<6, ct::weights<ct::bf16>>;
+using StoriesInt8 = Stories<6, ct::weights<ct::int8_per_channel>>;
+using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32>>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, GPT2Block, 4>;
@@ -47,10 +54,10 @@ template <class P> bool load(P& p, const char* name, benchmark::State& st) {
     unsigned seed = 17;
     ct::for_each_tensor(p, [&](std::string_view n, auto& t) {
         const bool gamma = n.find("norm") != std::string_view::npos && n.ends_with("weight");
-        for (std::size_t i = 0; i < t.size; ++i) {
+        bench::set_all(t, [&] {
             seed = seed * 1103515245u + 12345u;
-            t.set(i, gamma ? 1.0f : (float((seed >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.04f);
-        }
+            return gamma ? 1.0f : (float((seed >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.04f;
+        });
     });
     return true;
 }
@@ -117,8 +124,13 @@ int main(int argc, char** argv) {
     add("decode/stories15M/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/generate", [](benchmark::State& st) { BM_generate<Stories<2>>(st, "stories15M_gqa"); });
     add("decode/gpt2_d256/generate", [](benchmark::State& st) { BM_generate<GPT2>(st, "gpt2_d256"); });
+    add("decode/stories15M_bf16/generate", [](benchmark::State& st) { BM_generate<StoriesBf16>(st, "stories15M"); });
+    add("decode/stories15M_int8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M"); });
+    add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M"); });
     add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
     add("decode/gpt2_d256/prefill", [](benchmark::State& st) { BM_prefill<GPT2>(st, "gpt2_d256"); });
+    add("decode/stories15M_int8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8>(st, "stories15M"); });
+    add("decode/stories15M_int4/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4>(st, "stories15M"); });
     return bench::main(argc, argv);
 }

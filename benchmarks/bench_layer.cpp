@@ -34,11 +34,21 @@ template <class P> void fill(P& p) {
     unsigned s = 17;
     ct::for_each_tensor(p, [&](std::string_view name, auto& t) {
         const bool gamma = name.starts_with("norm") && name.ends_with("weight");
-        for (std::size_t i = 0; i < t.size; ++i) {
+        bench::set_all(t, [&] {
             s = s * 1103515245u + 12345u;
-            t.set(i, gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-        }
+            return gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.1f;
+        });
     });
+}
+// Bytes of the weight matrices in P as stored (quantized: words and scales): what a step streams.
+template <class P> double weight_matrix_bytes(const P& p) {
+    double bytes = 0;
+    ct::for_each_tensor(p, [&](std::string_view, const auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        if constexpr (ct::is_quantized_weight_v<X>) bytes += sizeof(t);
+        else if constexpr (X::rank == 2) bytes += X::size * sizeof(typename X::value_type);
+    });
+    return bytes;
 }
 template <class X> void fill_tensor(X& x) {
     for (std::size_t i = 0; i < x.size; ++i) x.storage[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
@@ -50,12 +60,14 @@ void flop_counters(benchmark::State& st, double flops) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
-template <const shape& s> struct layer_of {
+// Fmt: the weights' format (ct::weights<Fmt>; dense: today's float weights).
+template <const shape& s, class Fmt = ct::dense> struct layer_of {
+    using W = ct::weights<Fmt>;
     using type = std::conditional_t<
-        s.cross, ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>,
-        std::conditional_t<s.llama, ct::LlamaBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::max_positions<s.T>>,
+        s.cross, ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, W>,
+        std::conditional_t<s.llama, ct::LlamaBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::max_positions<s.T>, W>,
                            ct::DecoderOnlyBlock<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>,
-                                                ct::norm_first<true>, ct::activation<ct::gelu>>>>;
+                                                ct::norm_first<true>, ct::activation<ct::gelu>, W>>>;
 };
 
 // ctformer's storage is placed as docs/api.md recommends: static, objects of 2 MB and more aligned
@@ -69,8 +81,8 @@ using bench::advise_huge;
 
 // One shape's ctformer layer with its weights and inputs filled (static storage, as users place
 // them): what BM_ctformer times and what the OpenBLAS peer is checked against.
-template <const shape& s, pages P = pages::huge> struct layer_rig {
-    using L = typename layer_of<s>::type;
+template <const shape& s, pages P = pages::huge, class Fmt = ct::dense> struct layer_rig {
+    using L = typename layer_of<s, Fmt>::type;
     using Params = typename L::Params;
     using Ws = typename L::template Workspace<s.B, s.T, s.S>;
     using X = ct::Tensor<float, s.B, s.T, s.D>;
@@ -91,8 +103,8 @@ template <const shape& s, pages P = pages::huge> struct layer_rig {
     }
 };
 
-template <const shape& s, pages P = pages::huge> void BM_ctformer(benchmark::State& st) {
-    using R = layer_rig<s, P>;
+template <const shape& s, pages P = pages::huge, class Fmt = ct::dense> void BM_ctformer(benchmark::State& st) {
+    using R = layer_rig<s, P, Fmt>;
     R::fill_all();
     for (auto _ : st) {
         R::forward();
@@ -143,8 +155,9 @@ template <const shape& s> void BM_ctformer_train(benchmark::State& st) {
 constexpr double step_weight_bytes(const shape& s) { return 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F); }
 
 // One token through the caches: self cache at `s.T` positions after the step, memory s.S.
-template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
-    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
+// Fmt: the weights' format; weightGB/s counts the bytes as stored (quantized: words and scales).
+template <const shape& s, class Fmt = ct::dense> void BM_ctformer_step(benchmark::State& st) {
+    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::weights<Fmt>>;
     using Params = typename L::Params;
     using Cache = typename L::template KVCache<1, s.T>;
     using Cross = typename L::template CrossKVCache<1, s.S>;
@@ -167,7 +180,8 @@ template <const shape& s> void BM_ctformer_step(benchmark::State& st) {
         benchmark::DoNotOptimize(y.storage[0]);
         benchmark::ClobberMemory();
     }
-    const double weight_bytes = step_weight_bytes(s);
+    // (the cross-attention's k|v rows of its in_proj are not read: cached)
+    const double weight_bytes = step_weight_bytes(s) * weight_matrix_bytes(p) / (4.0 * (8.0 * s.D * s.D + 2.0 * s.D * s.F));
     st.counters["weight_bytes"] = weight_bytes;
     st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
     static const double probe = probes::read_bandwidth(static_cast<std::size_t>(weight_bytes));
@@ -331,6 +345,16 @@ CT_BENCH((BM_ctformer<batched, pages::small>), "layer/batched/ctformer_4k");
 CT_BENCH((BM_ctformer<gpt, pages::small>), "layer/gpt/ctformer_4k");
 CT_BENCH(BM_ctformer_step<tiny>, "step/tiny/ctformer");
 CT_BENCH(BM_ctformer_step<base>, "step/base/ctformer");
+// Quantized weights (#39): the same step and forward with bf16, int8 (per channel), int4 (groups of 32)
+CT_BENCH((BM_ctformer_step<tiny, ct::bf16>), "step/tiny/ctformer_bf16");
+CT_BENCH((BM_ctformer_step<tiny, ct::int8_per_channel>), "step/tiny/ctformer_int8");
+CT_BENCH((BM_ctformer_step<tiny, ct::int4_group<32>>), "step/tiny/ctformer_int4");
+CT_BENCH((BM_ctformer_step<base, ct::bf16>), "step/base/ctformer_bf16");
+CT_BENCH((BM_ctformer_step<base, ct::int8_per_channel>), "step/base/ctformer_int8");
+CT_BENCH((BM_ctformer_step<base, ct::int4_group<32>>), "step/base/ctformer_int4");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::bf16>), "layer/base/ctformer_bf16");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_per_channel>), "layer/base/ctformer_int8");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::int4_group<32>>), "layer/base/ctformer_int4");
 CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
 CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");

@@ -7,8 +7,11 @@
 
 #include <fstream>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <ctformer/core/huge_pages.hpp>
+#include <ctformer/core/quant.hpp>
 
 #ifdef CTFORMER_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -36,6 +39,17 @@ inline std::string resolved_blas() {
 // (alignas(ct::huge_page_alignment<X>)) and advised huge pages before their first write.
 // True where every object was advised (or held no whole huge page).
 template <class... X> bool advise_huge(X&... x) { return (ctformer::advise_huge_pages(x).st.ok() && ...); }
+
+// Sets every element of tensor t to next() in order (a quantized weight is quantized from them).
+template <class X, class F> void set_all(X& t, F&& next) {
+    if constexpr (ctformer::is_quantized_weight_v<X>) {
+        std::vector<float> v(X::size);  // (quantize reads each value twice)
+        for (auto& x : v) x = next();
+        t.quantize([&](std::size_t i) { return v[i]; });
+    } else {
+        for (std::size_t i = 0; i < X::size; ++i) t.set(i, next());
+    }
+}
 
 inline int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);

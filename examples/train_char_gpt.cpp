@@ -1,6 +1,7 @@
 // Trains a character-level GPT on the Book of Genesis (King James Version, public domain; see
 // examples/data/README.md) on one core, saves a checkpoint, loads it back and generates text
-// through the KV caches. Every buffer is static: nothing in the library touches the heap.
+// through the KV caches; then evaluates the checkpoint with bf16, int8 and int4 weights. Every
+// buffer is static: nothing in the library touches the heap.
 //
 //   train_char_gpt [--seconds S] [--steps N] [--max-loss X] [--data FILE] [--checkpoint FILE]
 //
@@ -15,6 +16,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ctformer/ctformer.hpp>
@@ -27,6 +29,10 @@ constexpr std::size_t V = 64, Ctx = 64, D = 128, H = 4, F = 512, N = 4, B = 16, 
 using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
                                    ct::activation<ct::gelu>>;
 using Model = ct::GPT<V, Ctx, Block, N>;
+// The trained checkpoint evaluated with quantized weights (ct::weights<Fmt>: inference only)
+template <class Fmt>
+using QuantModel = ct::GPT<V, Ctx, ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
+                                                        ct::activation<ct::gelu>, ct::weights<Fmt>>, N>;
 
 // The multi-megabyte roles start on 2 MB boundaries so that, advised before their first write
 // (main), the kernel can back them with huge pages (ct::advise_huge_pages; docs/api.md).
@@ -175,6 +181,33 @@ int main(int argc, char** argv) {
     if (ct::status st = ct::load_checkpoint(ckpt_index, loaded, loaded_opt); !st)
         return std::printf("load_checkpoint: %s\n", ct::to_string(st.code)), 1;
     std::printf("checkpoint: %s, %zu KB, step %zu; reloaded\n", ckpt_path.c_str(), saved.bytes >> 10, loaded_opt.steps());
+
+    // the checkpoint's params with fp32 / bf16 / int8 / int4 weights (quantized at load): held-out
+    // loss on the same 8 batches, and the weights' bytes
+    auto held_out = [&]<class M>(std::type_identity<M>, const char* name) {
+        alignas(ct::huge_page_alignment<typename M::Params>) static typename M::Params q;
+        static typename M::template Workspace<B, T> qws;
+        static ct::Tensor<float, B, T, V> logits;
+        if (ct::status st = ct::load_state_dict(q, ckpt_index, "params."); !st)
+            return std::printf("load %s: %s\n", name, ct::to_string(st.code)), false;
+        const std::uint64_t keep = r.s;
+        r.s = 0x0e7a1u;  // the same batches for every format
+        double sum = 0;
+        for (int k = 0; k < 8; ++k) {
+            batch(split, text.size());
+            float loss;
+            if (!M::evaluate(q, qws, tokens, targets, logits, loss)) return false;
+            sum += loss;
+        }
+        r.s = keep;
+        std::printf("  %-5s weights: params %5zu KB, held-out loss %.4f\n", name, sizeof(q) >> 10, sum / 8);
+        return true;
+    };
+    std::printf("held-out loss of the checkpoint by weight format:\n");
+    if (!held_out(std::type_identity<Model>{}, "fp32") || !held_out(std::type_identity<QuantModel<ct::bf16>>{}, "bf16") ||
+        !held_out(std::type_identity<QuantModel<ct::int8_per_channel>>{}, "int8") ||
+        !held_out(std::type_identity<QuantModel<ct::int4_group<32>>>{}, "int4"))
+        return 1;
 
     // generation from the reloaded params through the KV caches; when the context is full, the
     // last half of it becomes the next prompt (a fresh cache)

@@ -2,7 +2,8 @@
 """The decoding benchmark's models, identical for llama.cpp and ctformer (random weights, seeded).
 
 For each model, writes OUT/<name>.gguf (llama.cpp: GGUF v3, F32, a synthetic tokenizer of the right
-size: the benchmark feeds token ids) and OUT/<name>.safetensors (ctformer: Hugging Face's
+size: the benchmark feeds token ids; stories15M also as OUT/stories15M_q8_0.gguf and _q4_0.gguf,
+its matrices quantized by ggml's reference rules) and OUT/<name>.safetensors (ctformer: Hugging Face's
 LlamaForCausalLM names, or the GPT of docs/models.md). Models (benchmarks/bench_models.cpp has
 the same shapes):
   stories15M      llama: dim 288, 6 layers, 6 heads, 6 kv heads, hidden 768, vocab 32000, ctx 256
@@ -39,21 +40,50 @@ def kv(key, typ, val):
     return out + b"".join(s(x) if elem == GGUF_STR else struct.pack(fmt[elem], x) for x in items)
 
 
-def write_gguf(path, meta, tensors):
-    """meta: [(key, type, value)], tensors: [(name, float32 array (rows, cols) or (n,))], F32 only."""
+GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
+FILE_TYPE = {GGML_F32: 0, GGML_Q4_0: 2, GGML_Q8_0: 7}  # llama_ftype: all F32, mostly Q4_0, mostly Q8_0
+
+
+def quantize(a, typ):
+    """ggml's reference quantizers (quantize_row_q8_0_ref, quantize_row_q4_0_ref): blocks of 32
+    along each row, an fp16 scale each; Q8_0: round(x / (max|x| / 127)); Q4_0: the value m of
+    largest magnitude gives d = m / -8, nibbles min(15, floor(x / d + 8.5)), element j in the
+    low nibble of byte j and element j + 16 in its high nibble."""
+    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
+    if typ == GGML_Q8_0:
+        d = np.abs(x).max(axis=1) / 127
+        inv = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
+        q = np.sign(x * inv[:, None]) * np.floor(np.abs(x * inv[:, None]) + 0.5)  # roundf: half away from zero
+        blocks = np.zeros(len(x), dtype=[("d", "<f2"), ("qs", "i1", 32)])
+        blocks["d"], blocks["qs"] = d.astype(np.float16), q.astype(np.int8)
+    else:
+        m = x[np.arange(len(x)), np.abs(x).argmax(axis=1)]
+        d = m / -8
+        inv = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
+        q = np.minimum(15, np.trunc(x * inv[:, None] + 8.5)).astype(np.uint8)
+        blocks = np.zeros(len(x), dtype=[("d", "<f2"), ("qs", "u1", 16)])
+        blocks["d"], blocks["qs"] = d.astype(np.float16), q[:, :16] | (q[:, 16:] << 4)
+    return blocks.tobytes()
+
+
+def write_gguf(path, meta, tensors, typ=GGML_F32):
+    """meta: [(key, type, value)], tensors: [(name, float32 array (rows, cols) or (n,))]; the
+    matrices in typ (F32, Q8_0 or Q4_0), vectors in F32."""
     align = 32
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(kv(*m) for m in meta)
-    infos, off = b"", 0
+    infos, off, blobs = b"", 0, []
     for name, a in tensors:
+        t = typ if a.ndim == 2 and a.shape[1] % 32 == 0 else GGML_F32
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes() if t == GGML_F32 else quantize(a, t)
         dims = list(reversed(a.shape))  # ggml's ne0 is the innermost (columns)
         infos += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-        infos += struct.pack("<IQ", 0, off)  # type 0 = F32
-        off += (a.nbytes + align - 1) // align * align
+        infos += struct.pack("<IQ", t, off)
+        off += (len(b) + align - 1) // align * align
+        blobs.append(b)
     with open(path, "wb") as f:
         f.write(head + infos)
         f.write(b"\0" * ((align - f.tell() % align) % align))
-        for _, a in tensors:
-            b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        for b in blobs:
             f.write(b + b"\0" * ((align - len(b) % align) % align))
 
 
@@ -103,7 +133,7 @@ def permute_qk(w, heads):  # Hugging Face rotate-half rows -> llama.cpp's interl
     return w.reshape(heads, 2, out // heads // 2, d).swapaxes(1, 2).reshape(out, d)
 
 
-def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, seed=1):
+def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, seed=1, quantized=()):
     rng = np.random.default_rng(seed)
     r = lambda *sh: (rng.standard_normal(sh) * 0.02).astype(np.float32)
     Dh = dim // H
@@ -135,6 +165,9 @@ def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, 
             (a + "attention.head_count_kv", GGUF_U32, kvh), (a + "attention.layer_norm_rms_epsilon", GGUF_F32, eps),
             (a + "rope.dimension_count", GGUF_U32, Dh), (a + "rope.freq_base", GGUF_F32, 10000.0)]
     write_gguf(os.path.join(out, name + ".gguf"), meta + tokenizer("llama", V), gg)
+    for typ, suffix in quantized:  # the same weights for llama.cpp's quantized formats
+        qmeta = [m if m[0] != "general.file_type" else (m[0], m[1], FILE_TYPE[typ]) for m in meta]
+        write_gguf(os.path.join(out, name + suffix + ".gguf"), qmeta + tokenizer("llama", V), gg, typ)
     write_safetensors(os.path.join(out, name + ".safetensors"), hf)
 
 
@@ -170,7 +203,7 @@ def gpt2(name, out, D=256, L=4, H=4, F=1024, V=50257, ctx=256, seed=2):
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    llama("stories15M", out, 6)
+    llama("stories15M", out, 6, quantized=[(GGML_Q8_0, "_q8_0"), (GGML_Q4_0, "_q4_0")])
     llama("stories15M_gqa", out, 2)
     gpt2("gpt2_d256", out)
     print("wrote", out)

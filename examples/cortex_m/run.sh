@@ -20,25 +20,40 @@ fi
 mkdir -p "$out/host-headers" && ln -sfn /usr/include/boost "$out/host-headers/boost"
 fixture="$root/tests/data/cortex_m_d32.safetensors"
 
-echo "== converter (host, scalar panel layout)"
-g++ -std=c++20 -O1 -DCTFORMER_SCALAR -I"$root/include" "$here/convert.cpp" -o "$out/convert"
-"$out/convert" "$fixture" "$out" cm_weights params.
+# Two builds: float weights, and int8 weights (-DCM_INT8: quantized by the converter), each
+# converted, built, checked for exceptions/heap and run; then their footprints side by side.
+build() {  # $1: fp32 | int8, $2: extra flags
+  local dir="$out/$1"
+  mkdir -p "$dir"
+  echo "== [$1] converter (host, scalar panel layout)"
+  g++ -std=c++20 -O1 -DCTFORMER_SCALAR $2 -I"$root/include" "$here/convert.cpp" -o "$dir/convert"
+  "$dir/convert" "$fixture" "$dir" cm_weights params.
 
-echo "== firmware (arm-none-eabi-g++, Cortex-M7)"
-flags=(-std=c++20 -O2 -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16 -fno-exceptions -fno-rtti
-       -ffunction-sections -fdata-sections -Wall -Wextra -Wpedantic -Werror
-       -I"$root/include" -isystem "$out/host-headers" -I"$out" "-DCM_FIXTURE=\"$fixture\"")
-start=$SECONDS
-arm-none-eabi-g++ "${flags[@]}" -nostartfiles -T "$here/mps2_an500.ld" --specs=nano.specs --specs=nosys.specs \
-  -Wl,--gc-sections "$here/main.cpp" "$here/startup.cpp" -lm -o "$out/firmware.elf"
-echo "built in $((SECONDS - start)) s"
-arm-none-eabi-size -A "$out/firmware.elf" | grep -E "section|^\.(text|weights|fixture|data|bss)"
-if arm-none-eabi-nm -C "$out/firmware.elf" | grep -E "__cxa_throw|__cxa_allocate|typeinfo for|malloc|_sbrk|operator new"; then
-  echo "the firmware links exception machinery, RTTI or the heap (above)"
-  exit 1
-fi
-echo "no exceptions, RTTI, malloc or _sbrk in the image"
+  echo "== [$1] firmware (arm-none-eabi-g++, Cortex-M7)"
+  local flags=(-std=c++20 -O2 -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16 -fno-exceptions -fno-rtti
+       -ffunction-sections -fdata-sections -Wall -Wextra -Wpedantic -Werror $2
+       -I"$root/include" -isystem "$out/host-headers" -I"$dir" "-DCM_FIXTURE=\"$fixture\"")
+  local start=$SECONDS
+  arm-none-eabi-g++ "${flags[@]}" -nostartfiles -T "$here/mps2_an500.ld" --specs=nano.specs --specs=nosys.specs \
+    -Wl,--gc-sections "$here/main.cpp" "$here/startup.cpp" -lm -o "$dir/firmware.elf"
+  echo "built in $((SECONDS - start)) s"
+  if arm-none-eabi-nm -C "$dir/firmware.elf" | grep -E "__cxa_throw|__cxa_allocate|typeinfo for|malloc|_sbrk|operator new"; then
+    echo "the firmware links exception machinery, RTTI or the heap (above)"
+    exit 1
+  fi
+  echo "no exceptions, RTTI, malloc or _sbrk in the image"
 
-echo "== run (qemu-system-arm -M mps2-an500)"
-timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial none \
-  -semihosting-config enable=on,target=native -kernel "$out/firmware.elf"
+  echo "== [$1] run (qemu-system-arm -M mps2-an500)"
+  timeout 300 qemu-system-arm -M mps2-an500 -nographic -monitor none -serial none \
+    -semihosting-config enable=on,target=native -kernel "$dir/firmware.elf"
+}
+build fp32 ""
+build int8 "-DCM_INT8"
+
+# Footprint: the weights image (.weights), code (.text: code and read-only data), RAM (.data, .bss)
+section() { arm-none-eabi-size -A "$out/$1/firmware.elf" | awk -v s="$2" '$1 == s { print $2 }'; }
+echo "== footprint (bytes)        fp32      int8   int8/fp32"
+for s in .weights .text .data .bss; do
+  f=$(section fp32 $s); i=$(section int8 $s)
+  awk -v s="$s" -v f="$f" -v i="$i" 'BEGIN { printf "   %-20s %9d %9d   %.3f\n", s, f, i, f ? i / f : 0 }'
+done

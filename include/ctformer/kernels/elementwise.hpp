@@ -101,7 +101,9 @@ template <class T> constexpr T max(const T* x, std::size_t n) {
         for (i = W; i + W <= n; i += W) acc = simd::vmax(acc, simd::load(x + i));
         m = simd::hmax<T>(acc);
     }
-    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    // (a pointer walk: GCC 12 otherwise "proves" an overflow of i in some inlined copies and warns,
+    // -Waggressive-loop-optimizations)
+    for (const T *p = x + i, *end = x + n; p < end; ++p) m = *p > m ? *p : m;
     return m;
 }
 

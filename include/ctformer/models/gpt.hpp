@@ -167,26 +167,29 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         check_tokens<Tgt, B, Tq>();
         constexpr std::size_t M = B * Tq;
         if (status st = dc.validate(); !st) return st;
-        for (std::size_t m = 0; m < M; ++m)
-            if (const auto t = targets.data()[m]; t != ignore_index && (t < 0 || static_cast<std::size_t>(t) >= V))
-                return status::error(errc::out_of_range, "targets");
+        if (status st = check_targets(targets.data(), M); !st) return st;
         if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         acts.filled = false;
         const auto x = view<B, Tq, D>(static_cast<const T*>(ws.x));
         auto hidden = view<B, Tq, D>(acts.hidden);
         if (status st = Stack::forward_train(stack(p), ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
-        T sum = 0;
-        acts.count = 0;
-        for (std::size_t m = 0; m < M; ++m) {
-            acts.tokens[m] = tokens.data()[m];
-            acts.targets[m] = targets.data()[m];
-            if (acts.targets[m] == ignore_index) continue;
-            sum += modules::cross_entropy::forward_row(acts.probs + m * V, V, static_cast<std::size_t>(acts.targets[m]));
-            ++acts.count;
-        }
-        loss = acts.count ? sum / static_cast<T>(acts.count) : std::numeric_limits<T>::quiet_NaN();
+        for (std::size_t m = 0; m < M; ++m) acts.tokens[m] = tokens.data()[m], acts.targets[m] = targets.data()[m];
+        loss = mean_cross_entropy(acts.probs, acts.targets, M, acts.count);
         acts.filled = true;
+        return {};
+    }
+
+    // ---- Evaluation: the training loss of forward's logits, nothing saved (quantized weights too) ----
+    // logits: (B, Tq, V) scratch, left holding each row's softmax. Errors as forward_train's.
+    template <class Tok, class Tgt, class Logits, std::size_t B, std::size_t Tq>
+    static status evaluate(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, const Tgt& targets, Logits& logits,
+                           T& loss) {
+        check_tokens<Tgt, B, Tq>();
+        if (status st = check_targets(targets.data(), B * Tq); !st) return st;
+        if (status st = forward(p, ws, tokens, logits); !st) return st;
+        std::size_t count = 0;
+        loss = mean_cross_entropy(logits.data(), targets.data(), B * Tq, count);
         return {};
     }
     // Adds d(loss · loss_scale)/dθ to grads (+=: zero them first; micro-batches add up — give each
@@ -332,6 +335,24 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                           Tok::shape[0] == B && Tok::shape[1] == Tq,
                       "ctformer: tokens and targets are (batch, len) tensors of integer ids (ct::token)");
         static_assert(Tq <= Ctx, "ctformer: sequence longer than the model's context");
+    }
+    static status check_targets(const token* targets, std::size_t M) {
+        for (std::size_t m = 0; m < M; ++m)
+            if (const auto t = targets[m]; t != ignore_index && (t < 0 || static_cast<std::size_t>(t) >= V))
+                return status::error(errc::out_of_range, "targets");
+        return {};
+    }
+    // Mean cross-entropy of M rows of logits (each left as its softmax) over the targets that are not
+    // ignore_index (count of them); NaN when every target is ignored, as in PyTorch.
+    static T mean_cross_entropy(T* logits, const token* targets, std::size_t M, std::size_t& count) {
+        T sum = 0;
+        count = 0;
+        for (std::size_t m = 0; m < M; ++m) {
+            if (targets[m] == ignore_index) continue;
+            sum += modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
+            ++count;
+        }
+        return count ? sum / static_cast<T>(count) : std::numeric_limits<T>::quiet_NaN();
     }
     template <class P> static auto& head(P& p) {
         if constexpr (tied) return wte(p);
