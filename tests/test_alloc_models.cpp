@@ -131,4 +131,55 @@ TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, S
     CHECK(ok);
     CHECK(n == 0);
 }
+
+TEST_CASE("no heap allocation with quantized weights: quantization at load, forward, evaluate, step, generate") {
+    using Dense = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>>;
+    using M = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>,
+                        ct::weights<ct::int4_group<8>>>;
+    using G = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::weights<ct::int8_per_channel>>,
+                      2, ct::tied_embeddings<true>>;
+    using GD = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>, 2, ct::tied_embeddings<true>>;
+    static Dense::Params dense;
+    static GD::Params gdense;
+    static M::Params p;
+    static G::Params gp;
+    static M::Workspace<2, 6> ws;
+    static G::Workspace<2, 6> gws;
+    static M::KVCache<2, 8> cache;
+    static M::StepWorkspace<2, 3> sws;
+    static M::GenerateWorkspace<4> gen;
+    static M::KVCache<1, 8> gcache;
+    static G::GenerateWorkspace<4> ggen;
+    static G::KVCache<1, 8> ggcache;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    static ct::Tensor<ct::token, 2, 3> chunk;
+    static ct::Tensor<float, 2, 6, 13> logits;
+    static ct::Tensor<float, 2, 3, 13> step_logits;
+    static std::byte buf[1 << 18], gbuf[1 << 18];
+    ref::randomize(dense, 7);
+    ref::randomize(gdense, 8);
+    const ct::save_result saved = ct::save_state_dict(dense, buf), gsaved = ct::save_state_dict(gdense, gbuf);
+    REQUIRE(saved.st.ok());
+    REQUIRE(gsaved.st.ok());
+    for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = static_cast<ct::token>(i % 13), tar.storage[i] = static_cast<ct::token>((i * 5) % 13);
+    for (std::size_t i = 0; i < chunk.size; ++i) chunk.storage[i] = static_cast<ct::token>(i % 13);
+    const ct::token prompt[3] = {1, 2, 3};
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        float loss = 0;
+        ok = ok && ct::load_state_dict(p, std::span<const std::byte>(buf, saved.bytes)).ok();
+        ok = ok && ct::load_state_dict(gp, std::span<const std::byte>(gbuf, gsaved.bytes)).ok();
+        ok = ok && M::forward(p, ws, tok, logits).ok() && M::evaluate(p, ws, tok, tar, logits, loss).ok();
+        ok = ok && G::evaluate(gp, gws, tok, tar, logits, loss).ok();
+        ok = ok && M::step_ragged(p, sws, cache, chunk, step_logits, {3, 2}).ok();
+        ok = ok && M::generate(p, gen, gcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) {
+            return true;
+        }).ok();
+        ok = ok && G::generate(gp, ggen, ggcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) {
+            return true;
+        }).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
 #endif  // CT_ALLOC_SANITIZED

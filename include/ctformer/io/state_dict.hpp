@@ -15,6 +15,7 @@
 #include "../core/reflect.hpp"
 #include "../core/status.hpp"
 #include "config.hpp"
+#include "quantized.hpp"
 #include "safetensors.hpp"
 
 namespace ctformer {
@@ -119,6 +120,47 @@ template <class T, std::size_t Cap>
                                      const tensor_ref<const T>& t, const load_options& opt) {
     return check_shaped<T>(f, f.find(prefix, name), prefix, name, t.rank, t.shape, t.size, opt);
 }
+// A pre-quantized weight (quantized.hpp): N in X's packed dtype and shape, N_scale F32 of its shape
+// with finite values.
+template <class X, std::size_t Cap>
+status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name) {
+    using Q = quant_layout<X>;
+    auto check = [&](std::string_view n, dtype type, std::size_t rank, const std::size_t* shape) {
+        text t;
+        t << prefix << n;
+        const entry* e = f.find(prefix, n);
+        if (!e) return status::error(errc::missing_tensor, t.view());
+        if (e->type != type) {
+            t << ": " << dtype_names[static_cast<std::size_t>(e->type)] << ", expected " << dtype_names[static_cast<std::size_t>(type)];
+            return status::error(errc::wrong_dtype, t.view());
+        }
+        bool same = e->rank == rank;
+        for (std::size_t i = 0; same && i < rank; ++i) same = e->shape[i] == shape[i];
+        if (!same) {
+            t << ": expected ";
+            append_shape(t, shape, rank);
+            t << ", found ";
+            append_shape(t, e->shape.data(), e->rank);
+            return status::error(errc::wrong_shape, t.view());
+        }
+        return status{};
+    };
+    if (status st = check(name, Q::packed, 2, Q::packed_shape.data()); !st) return st;
+    if constexpr (Q::scaled) {
+        const scale_name sn(name);
+        if (status st = check(sn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
+        const entry& e = *f.find(prefix, sn.view());
+        for (std::size_t i = 0; i < Q::scale_size; ++i) {
+            const float v = f.template element<float>(e, i);
+            if (v - v != 0) {
+                text t;
+                t << prefix << sn.view();
+                return status::error(errc::non_finite, t.view());
+            }
+        }
+    }
+    return {};
+}
 }  // namespace detail
 
 // Checks that entry e can fill tensor X (same shape, convertible dtype, every value acceptable).
@@ -163,10 +205,15 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
     for_each_tensor(params, [&](std::string_view name, const auto& t) {
         if (!result) return;
         using X = std::remove_cvref_t<decltype(t)>;
-        if constexpr (is_quantized_weight_v<X>) {  // quantized at load: from finite values only
-            load_options strict = opt;
-            strict.reject_non_finite = true;
-            result = check_named(f, prefix, name, tensor_ref<const float>{nullptr, X::rank, X::size, X::shape.data()}, strict);
+        if constexpr (is_quantized_weight_v<X>) {
+            if (prequantized<X>(f, prefix, name)) {  // read as stored (and its scales)
+                result = check_prequantized<X>(f, prefix, name);
+                matched += quant_layout<X>::scaled;
+            } else {  // quantized at load: from finite values only
+                load_options strict = opt;
+                strict.reject_non_finite = true;
+                result = check_named(f, prefix, name, tensor_ref<const float>{nullptr, X::rank, X::size, X::shape.data()}, strict);
+            }
         } else {
             result = check_named(f, prefix, name, ref_of(t), opt);
         }
@@ -180,8 +227,10 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
         for (std::size_t i = 0; i < f.size(); ++i) {
             if (!f.under(f[i], prefix)) continue;
             bool known = false;
-            for_each_tensor(params, [&](std::string_view name, const auto&) {
+            for_each_tensor(params, [&](std::string_view name, const auto& t) {
                 known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
+                if constexpr (is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>)  // its scales
+                    known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name).view(), true);
             });
             if (!known) return status::error(errc::unexpected_tensor, f[i].name);
         }
@@ -191,9 +240,14 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
 // After check_state accepted every tensor.
 template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
     for_each_tensor(params, [&](std::string_view name, auto& t) {
-        if constexpr (is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>) {
-            const entry& e = *f.find(prefix, name);
-            t.quantize([&](std::size_t i) { return f.template element<double>(e, i); });
+        using X = std::remove_cvref_t<decltype(t)>;
+        if constexpr (is_quantized_weight_v<X>) {
+            if (prequantized<X>(f, prefix, name)) {
+                read_prequantized(t, f, prefix, name);
+            } else {
+                const entry& e = *f.find(prefix, name);
+                t.quantize([&](std::size_t i) { return f.template element<double>(e, i); });
+            }
         } else {
             write_named(f, prefix, name, ref_of(t));
         }
@@ -265,7 +319,8 @@ template <class P> named_state(std::string_view, const P&) -> named_state<P>;
 
 // Writes objects (params, gradients, optimizer state: anything for_each_tensor walks) as one
 // safetensors file, each tensor named prefix + its dotted name, values in their dtype and
-// PyTorch's layouts. With an empty out buffer it only computes the size needed.
+// PyTorch's layouts (quantized weights as stored, with their scales: io/quantized.hpp). With an
+// empty out buffer it only computes the size needed.
 template <class... P> save_result save_state_dicts(std::span<std::byte> out, const named_state<P>&... parts) {
     struct sink {
         std::span<std::byte> out;
@@ -287,27 +342,39 @@ template <class... P> save_result save_state_dicts(std::span<std::byte> out, con
         std::uint64_t off = 0;
         bool first = true;
         s.str("{");
-        auto entry = [&](std::string_view prefix, std::string_view name, const auto& t) {
-            using X = std::remove_cvref_t<decltype(t)>;
-            using T = typename X::value_type;
+        auto one = [&](std::string_view prefix, std::string_view name, std::string_view suffix, safetensors::dtype type,
+                       std::size_t rank, const std::size_t* shape, std::size_t bytes) {
             if (!first) s.str(",");
             first = false;
             s.str("\"");
             s.str(prefix);
             s.str(name);
+            s.str(suffix);
             s.str("\":{\"dtype\":\"");
-            s.str(safetensors::dtype_names[static_cast<std::size_t>(safetensors::dtype_of<T>)]);
+            s.str(safetensors::dtype_names[static_cast<std::size_t>(type)]);
             s.str("\",\"shape\":[");
-            for (std::size_t i = 0; i < X::rank; ++i) {
+            for (std::size_t i = 0; i < rank; ++i) {
                 if (i) s.str(",");
-                s.num(X::shape[i]);
+                s.num(shape[i]);
             }
             s.str("],\"data_offsets\":[");
             s.num(off);
             s.str(",");
-            off += X::size * sizeof(T);
+            off += bytes;
             s.num(off);
             s.str("]}");
+        };
+        auto entry = [&](std::string_view prefix, std::string_view name, const auto& t) {
+            using X = std::remove_cvref_t<decltype(t)>;
+            if constexpr (is_quantized_weight_v<X>) {  // as stored (io/quantized.hpp)
+                safetensors::detail::emit_quantized(t, [&](std::string_view suffix, safetensors::dtype type, std::size_t rank,
+                                                           const std::size_t* shape, std::size_t bytes, auto&&) {
+                    one(prefix, name, suffix, type, rank, shape, bytes);
+                });
+            } else {
+                using T = typename X::value_type;
+                one(prefix, name, {}, safetensors::dtype_of<T>, X::rank, X::shape.data(), X::size * sizeof(T));
+            }
         };
         (for_each_tensor(parts.object, [&](std::string_view name, const auto& t) { entry(parts.prefix, name, t); }), ...);
         s.str("}");
@@ -324,9 +391,16 @@ template <class... P> save_result save_state_dicts(std::span<std::byte> out, con
     write_header(hs);
     sink ds{out.subspan(8 + header), 0};
     auto data = [&](std::string_view, const auto& t) {
-        for (std::size_t i = 0; i < t.size; ++i) {
-            const auto v = t.get(i);
-            ds.put(&v, sizeof v);
+        if constexpr (is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>) {
+            safetensors::detail::emit_quantized(t, [&](std::string_view, safetensors::dtype, std::size_t, const std::size_t*,
+                                                       std::size_t, auto&& writer) {
+                writer([&](const void* p, std::size_t n) { ds.put(p, n); });
+            });
+        } else {
+            for (std::size_t i = 0; i < t.size; ++i) {
+                const auto v = t.get(i);
+                ds.put(&v, sizeof v);
+            }
         }
     };
     (for_each_tensor(parts.object, data), ...);

@@ -175,6 +175,11 @@ template <class... Opts> struct config {
     static_assert(!rope || rope_type::theta > 0, "ctformer: rope_theta must be positive");
     static_assert(!quantized || std::is_same_v<value_type, float>,
                   "ctformer: quantized weights (ct::weights<...>) run float layers: drop ct::dtype<double>");
+    static_assert(d_model % weight_format::per_word == 0 && ffn_dim % weight_format::per_word == 0,
+                  "ctformer: quantized weights pack 32 bits of inputs per word: d_model and ffn_dim must be multiples of "
+                  "2 (bf16), 4 (int8) or 8 (int4)");
+    static_assert(weight_format::group == 0 || (d_model % weight_format::group == 0 && ffn_dim % weight_format::group == 0),
+                  "ctformer: the int4 group size must divide the input features (d_model and ffn_dim)");
 
     // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
     // or const char*: what the exporter writes into a file's metadata and load_state_dict checks

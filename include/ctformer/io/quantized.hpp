@@ -1,0 +1,127 @@
+// ctformer/io/quantized.hpp — a quantized weight (core/quant.hpp) in a safetensors file.
+//
+// A weight W (Out, In) named N is stored pre-quantized as (docs/weights.md, "Quantized weights"):
+//   bf16               N BF16 (Out, In)
+//   int8_per_channel   N I8 (Out, In),      N_scale F32 (Out)
+//   int4_group<G>      N U8 (Out, In / 2),  N_scale F32 (Out, In / G); byte j of a row holds input
+//                      2j in its low nibble and 2j + 1 in its high nibble, two's complement
+// which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
+// same with --weights). A file whose N is in a float dtype is quantized at load instead.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "../core/quant.hpp"
+#include "../core/reflect.hpp"
+#include "safetensors.hpp"
+
+namespace ctformer::safetensors::detail {
+
+template <class X> struct quant_layout {
+    using Fmt = typename X::format;
+    static constexpr std::size_t Out = X::out_features, In = X::in_features;
+    static constexpr bool int4 = Fmt::per_word == 8, scaled = Fmt::scaled;
+    static constexpr dtype packed = std::is_same_v<Fmt, bf16> ? dtype::BF16 : int4 ? dtype::U8 : dtype::I8;
+    static constexpr std::array<std::size_t, 2> packed_shape{Out, int4 ? In / 2 : In};
+    static constexpr std::size_t packed_bytes = Out * packed_shape[1] * (std::is_same_v<Fmt, bf16> ? 2 : 1);
+    static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;
+    static constexpr std::size_t scale_rank = Fmt::group ? 2 : 1;
+    static constexpr std::array<std::size_t, 2> scale_shape{Out, groups};
+    static constexpr std::size_t scale_size = Out * groups;
+};
+
+// N + "_scale" (names are at most max_name characters).
+struct scale_name {
+    char buf[::ctformer::detail::max_name + 8];
+    std::size_t n = 0;
+    explicit scale_name(std::string_view name) {
+        for (char c : name)
+            if (n < ::ctformer::detail::max_name) buf[n++] = c;
+        for (char c : std::string_view("_scale")) buf[n++] = c;
+    }
+    std::string_view view() const { return {buf, n}; }
+};
+
+// Whether the file holds X's tensor N pre-quantized (in X's packed dtype) rather than in a float dtype.
+template <class X, std::size_t Cap>
+bool prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name) {
+    const entry* e = f.find(prefix, name);
+    return e && e->type == quant_layout<X>::packed;
+}
+
+// Row o's packed values: field of input k (bf16 bits, or the two's complement integer).
+template <class X> std::uint32_t packed_field(const std::byte* data, std::size_t o, std::size_t k) {
+    using Q = quant_layout<X>;
+    if constexpr (std::is_same_v<typename X::format, bf16>) {
+        std::uint16_t v;
+        std::memcpy(&v, data + 2 * (o * Q::In + k), 2);
+        return v;
+    } else if constexpr (Q::int4) {
+        const auto byte = std::to_integer<std::uint32_t>(data[o * (Q::In / 2) + k / 2]);
+        return k % 2 ? byte >> 4 : byte & 0xfu;
+    } else {
+        return std::to_integer<std::uint32_t>(data[o * Q::In + k]);
+    }
+}
+
+// Copies a pre-quantized N (and N_scale) into t; check_prequantized accepted them.
+template <class X, std::size_t Cap>
+void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::string_view name) {
+    using Q = quant_layout<X>;
+    const std::byte* data = f.data(*f.find(prefix, name));
+    for (auto& w : t.storage) w = 0;
+    for (auto& s : t.scales) s = 0;
+    constexpr std::size_t P = X::P, bits = 32 / P;
+    for (std::size_t o = 0; o < Q::Out; ++o)
+        for (std::size_t k = 0; k < Q::In; ++k) t.storage[X::word_index(o, k)] |= packed_field<X>(data, o, k) << (k % P * bits);
+    if constexpr (Q::scaled) {
+        const scale_name sn(name);
+        const entry& e = *f.find(prefix, sn.view());
+        const std::size_t span = Q::In / Q::groups;
+        for (std::size_t o = 0; o < Q::Out; ++o)
+            for (std::size_t g = 0; g < Q::groups; ++g)
+                t.scales[X::scale_index(o, g * span)] = f.template element<float>(e, o * Q::groups + g);
+    }
+}
+
+// Writes t's tensors as above: each through emit(name suffix, dtype, rank, shape, bytes, writer),
+// writer(put) putting the bytes.
+template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
+    using Q = quant_layout<X>;
+    constexpr std::size_t P = X::P, bits = 32 / P;
+    auto field = [&t](std::size_t o, std::size_t k) { return (t.storage[X::word_index(o, k)] >> (k % P * bits)) & ((1ull << bits) - 1); };
+    emit(std::string_view{}, Q::packed, 2, Q::packed_shape.data(), Q::packed_bytes, [&](auto&& put) {
+        for (std::size_t o = 0; o < Q::Out; ++o) {
+            if constexpr (std::is_same_v<typename X::format, bf16>) {
+                for (std::size_t k = 0; k < Q::In; ++k) {
+                    const auto v = static_cast<std::uint16_t>(field(o, k));
+                    put(&v, 2);
+                }
+            } else if constexpr (Q::int4) {
+                for (std::size_t k = 0; k < Q::In; k += 2) {
+                    const auto v = static_cast<std::uint8_t>(field(o, k) | field(o, k + 1) << 4);
+                    put(&v, 1);
+                }
+            } else {
+                for (std::size_t k = 0; k < Q::In; ++k) {
+                    const auto v = static_cast<std::uint8_t>(field(o, k));
+                    put(&v, 1);
+                }
+            }
+        }
+    });
+    if constexpr (Q::scaled)
+        emit(std::string_view("_scale"), dtype::F32, Q::scale_rank, Q::scale_shape.data(), Q::scale_size * 4, [&](auto&& put) {
+            const std::size_t span = Q::In / Q::groups;
+            for (std::size_t o = 0; o < Q::Out; ++o)
+                for (std::size_t g = 0; g < Q::groups; ++g) {
+                    const float s = t.scales[X::scale_index(o, g * span)];
+                    put(&s, 4);
+                }
+        });
+}
+
+}  // namespace ctformer::safetensors::detail
