@@ -85,6 +85,28 @@ using Llama37 = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<
 using GBlock = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::activation<ct::gelu>,
                                     ct::norm_first<true>>;
 
+// --weights: the exporter's quantized file reads back exactly what ctformer makes of the float file
+template <class P> bool same_bytes(const P& a, const P& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+template <class Q> void quantized_export(const char* quantized, const char* dense) {
+    static typename Q::Params from_file, from_float;
+    File fq(quantized), fd(dense);
+    const ct::status st = load(fq, from_file, {.require_config = true});
+    REQUIRE_MESSAGE(st.ok(), ct::to_string(st.code) << " " << st.tensor_name());
+    REQUIRE(load(fd, from_float).ok());  // (a dense file loads into any format: quantized at load)
+    CHECK(same_bytes(from_file, from_float));
+}
+TEST_CASE("export --weights: int4 Llama, int8 layer, bf16 GPT = the float files quantized at load, bit for bit") {
+    quantized_export<ExportLlamaInt4>("export_llama_int4", "export_llama");
+    quantized_export<ExportLayerInt8>("export_layer_int8", "export_layer");
+    quantized_export<ExportGPTBf16>("export_gpt_bf16", "export_gpt");
+    // the format is part of the configuration: an int8 file is not a float layer's
+    static ExportLayer::Params dense;
+    File f("export_layer_int8");
+    ct::status st = load(f, dense);
+    CHECK(st.code == ct::errc::config_mismatch);
+    CHECK(st.tensor_name() == "weight_format: file int8_per_channel, type dense");
+}
+
 TEST_CASE("export: each configuration field the file carries is checked at load") {
     using G = ct::activation<ct::gelu>;
     using NF = ct::norm_first<true>;

@@ -16,10 +16,14 @@ Supported (Debian's python3-torch only; no safetensors package needed):
     model.safetensors / pytorch_model.bin)                         -> ct::Llama<...>
 
 Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--config CONFIG.json]
+                    [--weights bf16 | int8_per_channel | int4_group<G>]
           MODEL: a directory (Hugging Face), a file torch.load reads into a module, or a state_dict
           file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
+          --weights: the weight matrices quantized exactly as ctformer quantizes at load, stored as
+          ct::weights<...> reads them back (docs/weights.md, "Quantized weights"); the alias says so.
 Module:   import export; export.export(module, "out.safetensors") -> the C++ alias (a string);
-          export.export(module, path, config={...}) for a Llama-like module without .config.
+          export.export(module, path, config={...}) for a Llama-like module without .config;
+          export.export(module, path, weights="int8_per_channel").
 """
 import argparse, fractions, json, math, os, struct, sys
 
@@ -27,7 +31,7 @@ import torch
 
 F = torch.nn.functional
 DT = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
-      torch.int64: "I64", torch.int32: "I32", torch.bool: "BOOL"}
+      torch.int64: "I64", torch.int32: "I32", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
 
 
 def save_safetensors(path, tensors, metadata):
@@ -156,14 +160,16 @@ def ratio(x):
     return "%d, %d" % (f.numerator, f.denominator)
 
 
-def cpp_alias(c, dtype, name="Model"):
-    T = "double" if dtype == torch.float64 else "float"
+def cpp_alias(c, dtype, name="Model", weights=("dense", 0)):
+    T = "double" if dtype == torch.float64 and weights[0] == "dense" else "float"
     o = ["ct::d_model<%d>" % c["d_model"], "ct::heads<%d>" % c["heads"]]
     if c["kv_heads"] != c["heads"]:
         o.append("ct::kv_heads<%d>" % c["kv_heads"])
     o.append("ct::ffn_dim<%d>" % c["ffn_dim"])
     if T == "double":
         o.append("ct::dtype<double>")
+    if weights[0] != "dense":
+        o.append("ct::weights<ct::%s>" % (weights[0] if not weights[1] else "int4_group<%d>" % weights[1]))
     if c["kind"] == "llama":  # llama_config's defaults cover the rest unless they differ
         if c["activation"] != "silu":
             o.append("ct::activation<ct::%s>" % c["activation"])
@@ -196,6 +202,56 @@ def cpp_alias(c, dtype, name="Model"):
     return "using %s = ct::GPT<%d, %d, %s, %d%s>;" % (name, c["vocab"], c["context"], block, c["layers"], "".join(extra))
 
 
+# The weight matrices ctformer stores in its weight format (a tied embedding is the LM head).
+MATRICES = ("in_proj_weight", "out_proj.weight", "linear1.weight", "linear2.weight", "q_proj.weight", "k_proj.weight",
+            "v_proj.weight", "o_proj.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight", "lm_head.weight")
+
+
+def parse_weights(w):
+    """'bf16', 'int8_per_channel', 'int4_group<32>' (or int4_group32) -> (format, group)."""
+    if w in (None, "dense"):
+        return "dense", 0
+    if w in ("bf16", "int8_per_channel"):
+        return w, 0
+    g = w.replace("int4_group", "").strip("<>")
+    if w.startswith("int4_group") and g.isdigit() and int(g) in (8, 16, 32, 64, 128, 256):
+        return "int4_group", int(g)
+    raise ValueError("export: --weights is bf16, int8_per_channel or int4_group<G> (G in 8..256, a power of two)")
+
+
+def quantize(name, w, fmt, group):
+    """{name: packed, name_scale: scales} as ctformer's QuantizedWeight::quantize computes them (in
+    double: the largest magnitude, the scale rounded to float, q = round half to even of w / s)."""
+    w64 = w.detach().to(torch.float32).double() if w.dtype != torch.float64 else w.detach()
+    if fmt == "bf16":
+        return {name: w64.to(torch.float32).to(torch.bfloat16)}
+    out_f, in_f = w64.shape
+    if fmt == "int8_per_channel":
+        s = (w64.abs().amax(dim=1) / 127).to(torch.float32)
+        q = torch.where(s[:, None] == 0, torch.zeros_like(w64), torch.round(w64 / s.double()[:, None])).clamp(-127, 127)
+        return {name: q.to(torch.int8), name + "_scale": s}
+    if in_f % group or in_f % 8:
+        raise ValueError("export: %s has %d inputs, not a multiple of the int4 group %d" % (name, in_f, group))
+    g = w64.reshape(out_f, in_f // group, group)
+    m = torch.gather(g, 2, g.abs().argmax(dim=2, keepdim=True))  # the value of largest magnitude (first)
+    s = (m / -8).to(torch.float32)
+    q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-8, 7).to(torch.int16).reshape(out_f, in_f)
+    nib = q & 0xF
+    return {name: (nib[:, 0::2] | (nib[:, 1::2] << 4)).to(torch.uint8), name + "_scale": s.reshape(out_f, in_f // group)}
+
+
+def quantize_state(sd, c, fmt, group):
+    """The state_dict with its weight matrices in format fmt."""
+    tied = {"wte.weight", "model.embed_tokens.weight"} if c.get("tied") else set()
+    out = {}
+    for name, t in sd.items():
+        if t.dim() == 2 and (name.endswith(MATRICES) or name in tied):
+            out.update(quantize(name, t, fmt, group))
+        else:
+            out[name] = t
+    return out
+
+
 def meta_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -206,9 +262,11 @@ def meta_value(v):
 REQUIRED = ("kind", "d_model", "heads", "ffn_dim", "activation", "norm_first", "eps")
 
 
-def export(module, path, config=None, name="Model", header=None):
+def export(module, path, config=None, name="Model", header=None, weights=None):
     """Writes path (safetensors + configuration); returns the C++ alias. module: a supported module,
-    or a state_dict (a dict of tensors) with config = ctformer's fields."""
+    or a state_dict (a dict of tensors) with config = ctformer's fields. weights: None (as the
+    model stores them), "bf16", "int8_per_channel" or "int4_group<G>"."""
+    fmt = parse_weights(weights)
     if isinstance(module, dict):
         missing = [k for k in REQUIRED if k not in (config or {})]
         if missing:
@@ -221,13 +279,14 @@ def export(module, path, config=None, name="Model", header=None):
         c, sd = describe(module, config)
     dtype = next(iter(sd.values())).dtype
     meta = {"ctformer.%s" % k: meta_value(v) for k, v in c.items()}
-    # informational: the tensors' dtype (loads convert it) and their format (dense until the
-    # quantized formats exist)
+    # informational: the tensors' dtype (loads convert it); checked: the weights' format
     meta["ctformer.dtype"] = str(dtype).replace("torch.", "")
-    meta["ctformer.weight_format"] = "dense"
+    meta["ctformer.weight_format"] = fmt[0]
+    if fmt[1]:
+        meta["ctformer.weight_group"] = str(fmt[1])
     meta["ctformer.exporter"] = "tools/export.py"
-    save_safetensors(path, sd, meta)
-    alias = cpp_alias(c, dtype, name)
+    save_safetensors(path, quantize_state(sd, c, *fmt) if fmt[0] != "dense" else sd, meta)
+    alias = cpp_alias(c, dtype, name, fmt)
     if header:
         with open(header, "w") as f:
             f.write("// Written by tools/export.py for %s\n#pragma once\n#include <ctformer/ctformer.hpp>\n\n%s\n"
@@ -259,13 +318,14 @@ def main(argv=None):
     ap.add_argument("--header", help="also write the C++ alias into this header")
     ap.add_argument("--name", default="Model", help="the alias's name")
     ap.add_argument("--config", help="for a state_dict file: a JSON object of ctformer's fields")
+    ap.add_argument("--weights", help="bf16, int8_per_channel or int4_group<G>: the weight matrices quantized")
     a = ap.parse_args(argv)
     module = _HFLlama(a.model) if os.path.isdir(a.model) else torch.load(a.model)
     config = None
     if a.config:
         with open(a.config) as f:
             config = json.load(f)
-    print(export(module, a.out, config=config, name=a.name, header=a.header))
+    print(export(module, a.out, config=config, name=a.name, header=a.header, weights=a.weights))
 
 
 if __name__ == "__main__":
