@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
         alignas(ct::huge_page_alignment<typename M::Params>) static typename M::Params q;
         static typename M::template Workspace<B, T> qws;
         static ct::Tensor<float, B, T, V> logits;
-        if (ct::status st = ct::load_state_dict(q, ckpt_index, "params."); !st)
+        if (ct::status st = ct::load_state_dict(q, ckpt_index, "model."); !st)
             return std::printf("load %s: %s\n", name, ct::to_string(st.code)), false;
         const std::uint64_t keep = r.s;
         r.s = 0x0e7a1u;  // the same batches for every format

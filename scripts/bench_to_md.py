@@ -54,8 +54,11 @@ ort_us = {k: v["net_us"] for k, v in ort.get("shapes", {}).items()}
 decode = load(os.environ["DECODE_JSON"])[1] if os.path.exists(os.environ.get("DECODE_JSON", "")) else {}
 llamacpp = json.load(open(os.environ["LLAMACPP_JSON"])) if os.path.exists(os.environ.get("LLAMACPP_JSON", "")) else {}
 DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
+# ctformer's quantized stories15M against llama.cpp's file of the same weights in its nearest format
+QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"))
+PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
-    b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(model)
+    b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
     if not b or not l:
         return None
     return (l["generate_us"] / 63 * b["tokens"]) / us(b) if kind == "generate" else l["prefill_us"] / us(b)
@@ -250,6 +253,27 @@ p("*Its weight GEMVs alone*: `step/<shape>/gemvs_only`, the step's six weight GE
   "same weights, same order) without attention, norms or cache writes: the floor of a step on this "
   "machine, measured in this run. *Eigen step*: `eigen_decoder.hpp`'s `Layer::step`, the cached "
   "decoding step one writes with Eigen (checked against the Eigen forward before timing).\n")
+FORMATS = (("bf16", "bf16"), ("int8", "int8 per channel"), ("int4", "int4, groups of 32"))
+def qratio(kind, shape, f):  # a quantized format's time over fp32's, same benchmark and run
+    a, b = layer.get("%s/%s/ctformer_%s" % (kind, shape, f)), layer.get("%s/%s/ctformer" % (kind, shape))
+    return us(a) / us(b) if a and b else None
+if layer.get("step/base/ctformer_int8"):
+    p("## Quantized weights (`ct::weights<F>`: weight-only, float activations)\n")
+    p("| benchmark | fp32 | format | time | × fp32 | weight bytes | weight bytes / time |")
+    p("|---|---|---|---|---|---|---|")
+    for kind, shape in (("step", "tiny"), ("step", "base"), ("layer", "base")):
+        d = layer.get("%s/%s/ctformer" % (kind, shape))
+        for f, name in FORMATS:
+            b = layer.get("%s/%s/ctformer_%s" % (kind, shape, f))
+            if not b or not d:
+                continue
+            wb = b.get("weight_bytes")
+            p("| %s/%s | %.1f µs | %s | %.1f µs | %.2f× | %s | %s |" % (
+                kind, shape, us(d), name, us(b), us(b) / us(d), ("%.2f MB" % (wb / 1e6)) if wb else "—",
+                ("%.1f GB/s" % (wb / (us(b) * 1e-6) / 1e9)) if wb else "—"))
+    p("\n*step*: one token through the caches (the base step streams its 6D² + 2DF weights once); "
+      "*layer*: the forward of the base shape (128 rows: each weight block dequantized into the GEMM's "
+      "scratch and reused by every row). Weight bytes as stored: packed values and scales.\n")
 p("## Training step (forward_train + backward, dropout 0; FLOPs = 3× the forward's)\n")
 p("| shape | ctformer | % of peak | libtorch autograd | vs libtorch | Activations | Workspace | Activations / Workspace |")
 p("|---|---|---|---|---|---|---|---|")
@@ -341,6 +365,16 @@ if models:
 if decode and llamacpp:
     targets += [("%s decoding ≥ 1.8× llama.cpp F32 tokens/s" % m, decode_ratio(m, "generate"), "%.2f×",
                  lambda v: v >= 1.8) for m in DECODE_MODELS]
+if qratio("step", "base", "int8"):  # the quantized-weights issue
+    targets += [("base step with %s weights ≤ %.2f× fp32's" % (f, lim), qratio("step", "base", f), "%.2f×",
+                 (lambda lim: lambda v: v <= lim)(lim)) for f, lim in (("bf16", 0.60), ("int8", 0.40), ("int4", 0.30))]
+    targets += [("tiny step with %s weights no slower than fp32" % f, qratio("step", "tiny", f), "%.2f×",
+                 lambda v: v <= 1.0) for f, _ in FORMATS]
+    targets += [("base forward with %s weights within 1.15× fp32" % f, qratio("layer", "base", f), "%.2f×",
+                 lambda v: v <= 1.15) for f, _ in FORMATS]
+if decode and llamacpp:
+    targets += [("%s decoding ≥ 2× llama.cpp %s tokens/s" % (m, peer[-4:].upper()), decode_ratio(m, "generate"), "%.2f×",
+                 lambda v: v >= 2) for m, peer in QUANT_MODELS if peer]
 p("## Targets (performance and incremental-decoding issues) in this run\n")
 p("| target | measured | met |")
 p("|---|---|---|")
@@ -368,12 +402,15 @@ if decode:
       "1-token prompt through the KV cache; prefill: a 64-token prompt into an empty cache. llama.cpp is "
       "npm's `node-llama-cpp` (its prebuilt CPU libraries), timed in its own process before and after the "
       "C++ programs, the better run kept (in its favour); its times include Node's per-call cost "
-      "(`call_us`, one evaluate call, also listed).\n")
+      "(`call_us`, one evaluate call, also listed). stories15M_int8 / _int4 (ct::weights<int8_per_channel> / "
+      "<int4_group<32>>, quantized at load from the float file) are compared with llama.cpp's Q8_0 / Q4_0 files "
+      "of the same weights (ggml's reference quantizers, write_models.py); stories15M_bf16 has no llama.cpp peer "
+      "here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
     p("|---|---|---|---|---|---|---|")
-    for m in DECODE_MODELS:
+    for m in DECODE_MODELS + tuple(m for m, _ in QUANT_MODELS):
         g, pf = decode.get("decode/%s/generate" % m), decode.get("decode/%s/prefill" % m)
-        l = llamacpp.get("models", {}).get(m)
+        l = llamacpp.get("models", {}).get(PEER_OF.get(m, m))
         if not g:
             continue
         gr, pr = decode_ratio(m, "generate"), decode_ratio(m, "prefill")
