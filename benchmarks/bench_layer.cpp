@@ -154,6 +154,12 @@ template <const shape& s> void BM_ctformer_train(benchmark::State& st) {
 // Weights a step reads: self in_proj + out_proj, cross q + out_proj, FFN (cross K/V are cached).
 constexpr double step_weight_bytes(const shape& s) { return 4.0 * (6.0 * s.D * s.D + 2.0 * s.D * s.F); }
 
+// The same weights as stored in P (quantized: words and scales, at the layer's average bytes per
+// weight; the cross-attention's k|v rows of its in_proj, cached, are not read).
+template <class P> double stored_step_bytes(const shape& s, const P& p) {
+    return step_weight_bytes(s) * weight_matrix_bytes(p) / (4.0 * (8.0 * s.D * s.D + 2.0 * s.D * s.F));
+}
+
 // One token through the caches: self cache at `s.T` positions after the step, memory s.S.
 // Fmt: the weights' format; weightGB/s counts the bytes as stored (quantized: words and scales).
 template <const shape& s, class Fmt = ct::dense> void BM_ctformer_step(benchmark::State& st) {
@@ -180,8 +186,7 @@ template <const shape& s, class Fmt = ct::dense> void BM_ctformer_step(benchmark
         benchmark::DoNotOptimize(y.storage[0]);
         benchmark::ClobberMemory();
     }
-    // (the cross-attention's k|v rows of its in_proj are not read: cached)
-    const double weight_bytes = step_weight_bytes(s) * weight_matrix_bytes(p) / (4.0 * (8.0 * s.D * s.D + 2.0 * s.D * s.F));
+    const double weight_bytes = stored_step_bytes(s, p);
     st.counters["weight_bytes"] = weight_bytes;
     st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
     static const double probe = probes::read_bandwidth(static_cast<std::size_t>(weight_bytes));
@@ -192,8 +197,8 @@ template <const shape& s, class Fmt = ct::dense> void BM_ctformer_step(benchmark
 // The floor of a step on this machine: its six weight GEMVs alone, through the layer's own
 // projections and buffers (the calls run_rows makes for one row), no attention, norms or cache
 // writes.
-template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
-    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>>;
+template <const shape& s, class Fmt = ct::dense> void BM_step_gemvs(benchmark::State& st) {
+    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::weights<Fmt>>;
     alignas(storage_align<typename L::Params>) static typename L::Params p;
     static typename L::template StepWorkspace<1, 1> ws;
     static ct::Tensor<float, 1, 1, s.D> x, y;
@@ -214,8 +219,9 @@ template <const shape& s> void BM_step_gemvs(benchmark::State& st) {
         benchmark::DoNotOptimize(out[0]);
         benchmark::ClobberMemory();
     }
-    st.counters["weightGB/s"] =
-        benchmark::Counter(step_weight_bytes(s) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    const double weight_bytes = stored_step_bytes(s, p);
+    st.counters["weight_bytes"] = weight_bytes;
+    st.counters["weightGB/s"] = benchmark::Counter(weight_bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repetition
@@ -352,6 +358,9 @@ CT_BENCH((BM_ctformer_step<tiny, ct::int4_group<32>>), "step/tiny/ctformer_int4"
 CT_BENCH((BM_ctformer_step<base, ct::bf16>), "step/base/ctformer_bf16");
 CT_BENCH((BM_ctformer_step<base, ct::int8_per_channel>), "step/base/ctformer_int8");
 CT_BENCH((BM_ctformer_step<base, ct::int4_group<32>>), "step/base/ctformer_int4");
+CT_BENCH((BM_step_gemvs<base, ct::bf16>), "step/base/gemvs_only_bf16");
+CT_BENCH((BM_step_gemvs<base, ct::int8_per_channel>), "step/base/gemvs_only_int8");
+CT_BENCH((BM_step_gemvs<base, ct::int4_group<32>>), "step/base/gemvs_only_int4");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::bf16>), "layer/base/ctformer_bf16");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_per_channel>), "layer/base/ctformer_int8");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int4_group<32>>), "layer/base/ctformer_int4");

@@ -259,8 +259,8 @@ def qratio(kind, shape, f):  # a quantized format's time over fp32's, same bench
     return us(a) / us(b) if a and b else None
 if layer.get("step/base/ctformer_int8"):
     p("## Quantized weights (`ct::weights<F>`: weight-only, float activations)\n")
-    p("| benchmark | fp32 | format | time | × fp32 | weight bytes | weight bytes / time |")
-    p("|---|---|---|---|---|---|---|")
+    p("| benchmark | fp32 | format | time | × fp32 | weight bytes | weight bytes / time | its GEMVs alone (fp32 → format) |")
+    p("|---|---|---|---|---|---|---|---|")
     for kind, shape in (("step", "tiny"), ("step", "base"), ("layer", "base")):
         d = layer.get("%s/%s/ctformer" % (kind, shape))
         for f, name in FORMATS:
@@ -268,10 +268,13 @@ if layer.get("step/base/ctformer_int8"):
             if not b or not d:
                 continue
             wb = b.get("weight_bytes")
-            p("| %s/%s | %.1f µs | %s | %.1f µs | %.2f× | %s | %s |" % (
+            g0, g1 = layer.get("step/%s/gemvs_only" % shape), layer.get("step/%s/gemvs_only_%s" % (shape, f))
+            p("| %s/%s | %.1f µs | %s | %.1f µs | %.2f× | %s | %s | %s |" % (
                 kind, shape, us(d), name, us(b), us(b) / us(d), ("%.2f MB" % (wb / 1e6)) if wb else "—",
-                ("%.1f GB/s" % (wb / (us(b) * 1e-6) / 1e9)) if wb else "—"))
-    p("\n*step*: one token through the caches (the base step streams its 6D² + 2DF weights once); "
+                ("%.1f GB/s" % (wb / (us(b) * 1e-6) / 1e9)) if wb else "—",
+                ("%.1f → %.1f µs" % (us(g0), us(g1))) if kind == "step" and g0 and g1 else "—"))
+    p("\n*step*: one token through the caches (the base step streams its 6D² + 2DF weights once; *its "
+      "GEMVs alone*: those six products without attention, norms or cache writes, `step/<shape>/gemvs_only_<f>`); "
       "*layer*: the forward of the base shape (128 rows: each weight block dequantized into the GEMM's "
       "scratch and reused by every row). Weight bytes as stored: packed values and scales.\n")
 p("## Training step (forward_train + backward, dropout 0; FLOPs = 3× the forward's)\n")

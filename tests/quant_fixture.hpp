@@ -1,0 +1,57 @@
+// Helpers of the quantized-weight suites (tests/test_quant.cpp, tests/test_quant_models.cpp).
+#pragma once
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model_fixture.hpp"
+
+namespace quant_test {
+
+constexpr double quant_tol = 2e-5;  // of the output's max magnitude: the float tolerance
+
+inline std::vector<float> random_values(std::size_t n, unsigned seed, float scale = 1.f) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+// d = the dense params whose weights are q's dequantized values: every value of q (get: quantized
+// weights dequantized) in walk order, then into d in the same order (the same structure and names).
+template <class Q, class D> void dequantized_copy(const Q& q, D& d) {
+    std::vector<double> values;
+    ct::for_each_tensor(q, [&](std::string_view, const auto& u) {
+        for (std::size_t i = 0; i < u.size; ++i) values.push_back(double(u.get(i)));
+    });
+    std::size_t at = 0;
+    ct::for_each_tensor(d, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, static_cast<typename std::remove_cvref_t<decltype(t)>::value_type>(values[at++]));
+    });
+    REQUIRE(at == values.size());
+}
+
+inline double max_abs(const float* x, std::size_t n) {
+    double m = 0;
+    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(x[i])));
+    return m;
+}
+// got against want within tol of want's max magnitude; returns the relative error.
+inline double check_rel(const char* what, const float* got, const float* want, std::size_t n, double tol) {
+    const double scale = std::max(max_abs(want, n), 1e-30), err = test::compare(got, want, n).max_abs;
+    INFO(what << ": max abs err " << err << " (" << err / scale << " of max " << scale << ", tol " << tol << ")");
+    CHECK(err <= tol * scale);
+    return err / scale;
+}
+
+template <class Fmt> const char* fmt_name() {
+    if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
+    else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else return "int4";
+}
+
+}  // namespace quant_test
