@@ -63,6 +63,17 @@ template <class T> constexpr bool loads_into(dtype d) {
     else if constexpr (std::is_integral_v<T>) return d == dtype::I32 || d == dtype::I64;
     else return d == dtype::F32 || d == dtype::F64 || d == dtype::F16 || d == dtype::BF16;
 }
+// e's shape against (rank, shape): errc::wrong_shape naming t's text, expected and found.
+inline status check_shape(text& t, const entry& e, std::size_t rank, const std::size_t* shape) {
+    bool same = e.rank == rank;
+    for (std::size_t i = 0; same && i < rank; ++i) same = e.shape[i] == shape[i];
+    if (same) return {};
+    t << ": expected ";
+    append_shape(t, shape, rank);
+    t << ", found ";
+    append_shape(t, e.shape.data(), e.rank);
+    return status::error(errc::wrong_shape, t.view());
+}
 // Checks that entry e can fill a T tensor of that shape (convertible dtype, every value acceptable).
 // Errors name prefix + name, and say what was expected and found.
 template <class T, std::size_t Cap>
@@ -76,15 +87,7 @@ status check_shaped(const file<Cap>& f, const entry* e, std::string_view prefix,
           << (std::is_same_v<T, bool> ? "bool" : std::is_integral_v<T> ? "an integer" : "a float");
         return status::error(errc::wrong_dtype, t.view());
     }
-    bool same = e->rank == rank;
-    for (std::size_t i = 0; same && i < rank; ++i) same = e->shape[i] == shape[i];
-    if (!same) {
-        t << ": expected ";
-        append_shape(t, shape, rank);
-        t << ", found ";
-        append_shape(t, e->shape.data(), e->rank);
-        return status::error(errc::wrong_shape, t.view());
-    }
+    if (status st = check_shape(t, *e, rank, shape); !st) return st;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {  // I64 ids into 32 bits
         for (std::size_t i = 0; e->type == dtype::I64 && sizeof(T) < 8 && i < size; ++i) {
             const auto v = f.template element<std::int64_t>(*e, i);
@@ -134,16 +137,7 @@ status check_prequantized(const file<Cap>& f, std::string_view prefix, std::stri
             t << ": " << dtype_names[static_cast<std::size_t>(e->type)] << ", expected " << dtype_names[static_cast<std::size_t>(type)];
             return status::error(errc::wrong_dtype, t.view());
         }
-        bool same = e->rank == rank;
-        for (std::size_t i = 0; same && i < rank; ++i) same = e->shape[i] == shape[i];
-        if (!same) {
-            t << ": expected ";
-            append_shape(t, shape, rank);
-            t << ", found ";
-            append_shape(t, e->shape.data(), e->rank);
-            return status::error(errc::wrong_shape, t.view());
-        }
-        return status{};
+        return check_shape(t, *e, rank, shape);
     };
     if (status st = check(name, Q::packed, 2, Q::packed_shape.data()); !st) return st;
     if constexpr (Q::scaled) {

@@ -561,6 +561,20 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
     }
 }
 
+// Rows 1..4 (small_m_rows) of any panel source through the GEMV at its compile-time row count; false
+// (nothing done) for more rows.
+template <class T, class B, class Act>
+inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const B& b, T* c,
+                      std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
+    switch (M) {
+    case 1: return gemv_panels<T, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
+    case 2: return gemv_panels<T, 2>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
+    case 3: return gemv_panels<T, 3>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
+    case 4: return gemv_panels<T, 4>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
+    default: return false;
+    }
+}
+
 // Unpacked: register tiles over a (layout AL) and b (row-major) where they are, K in KC blocks;
 // columns past the last whole vector as scalar dot products.
 template <a_layout AL, class T, class Act>
@@ -668,14 +682,8 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
                                 bias ? bias + n0 : nullptr, accumulate, true, act);
         return;
     }
-    switch (M) {
-    case 1: return detail::gemv_panels<T, 1>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
-    case 2: return detail::gemv_panels<T, 2>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
-    case 3: return detail::gemv_panels<T, 3>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
-    case 4: return detail::gemv_panels<T, 4>(N, K, a, lda, b_panels, c, ldc, bias, act, accumulate);
-    default:
-        return detail::gemm_panels_packed(M, N, K, a, lda, b_panels, c, ldc, bias, act, pack, accumulate);
-    }
+    if (!detail::gemv_rows(M, N, K, a, lda, b_panels, c, ldc, bias, act, accumulate))
+        detail::gemm_panels_packed(M, N, K, a, lda, b_panels, c, ldc, bias, act, pack, accumulate);
 }
 
 // ---- The backward pass's two GEMM shapes (training) ----

@@ -182,13 +182,7 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
             gemm_panels(M - m0 < chunk ? M - m0 : chunk, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc, bias, act, pack, accumulate);
         return;
     }
-    switch (M) {
-    case 1: return detail::gemv_panels<float, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
-    case 2: return detail::gemv_panels<float, 2>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
-    case 3: return detail::gemv_panels<float, 3>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
-    case 4: return detail::gemv_panels<float, 4>(N, K, a, lda, b, c, ldc, bias, act, accumulate);
-    default: break;
-    }
+    if (detail::gemv_rows(M, N, K, a, lda, b, c, ldc, bias, act, accumulate)) return;
     if constexpr (!tile::compact) {
         // panel by panel, K block by K block: the block dequantized into pack, the dense packed path
         // over it (its a block, if it packs one, after the block); act on the last block only
