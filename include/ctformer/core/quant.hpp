@@ -30,22 +30,31 @@ namespace ctformer {
 struct dense {
     static constexpr const char* name = "dense";
     static constexpr std::size_t per_word = 1, group = 0;
+    static constexpr bool integer_dot = false;
 };
 struct bf16 {
     static constexpr const char* name = "bf16";
     static constexpr std::size_t per_word = 2, group = 0;
-    static constexpr bool scaled = false;
+    static constexpr bool scaled = false, integer_dot = false;
 };
 struct int8_per_channel {
     static constexpr const char* name = "int8_per_channel";
     static constexpr std::size_t per_word = 4, group = 0;
-    static constexpr bool scaled = true;
+    static constexpr bool scaled = true, integer_dot = false;
 };
 template <std::size_t G> struct int4_group {
     static_assert(G >= 8 && 256 % G == 0, "ctformer: int4 groups are 8, 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int4_group";
     static constexpr std::size_t per_word = 8, group = G;
-    static constexpr bool scaled = true;
+    static constexpr bool scaled = true, integer_dot = false;
+};
+// F's weights times activations quantized to int8 per block (kernels/gemv_int8.hpp): integer dot
+// products in the inner loop, the activations' rounding added to the weights'. Same storage,
+// files and name as F; spelled ct::weights<F, ct::int8_activations>.
+template <class F> struct int8_dot : F {
+    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel or int4_group<G> weights");
+    static constexpr bool integer_dot = true;
+    using weight_format = F;
 };
 template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
 

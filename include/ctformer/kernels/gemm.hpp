@@ -528,9 +528,10 @@ template <class T> struct panel_source<const T*> {
     }
 };
 
-// c: (R, N) at ldc (+)= a: (R, K) · the panels of b (a panel_source) + bias, then act.
-template <class T, std::size_t R, class B, class Act>
-inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t lda, const B& b, T* c, std::size_t ldc,
+// c: (R, N) at ldc (+)= a: (R, K) · the panels of b (a panel_source) + bias, then act. (A: T, or
+// the rows as the source reads them: int8 activations, gemv_int8.hpp.)
+template <class T, std::size_t R, class B, class A, class Act>
+inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c, std::size_t ldc,
                         const T* bias, const Act& act, bool accumulate) {
     using src = panel_source<B>;
     constexpr std::size_t NR = gemm_tile<T>::NR, P = src::streams(R), RA = src::pass_rows(R), RB = R - RA;
@@ -563,8 +564,8 @@ inline void gemv_panels(std::size_t N, std::size_t K, const T* a, std::size_t ld
 
 // Rows 1..4 (small_m_rows) of any panel source through the GEMV at its compile-time row count; false
 // (nothing done) for more rows.
-template <class T, class B, class Act>
-inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const B& b, T* c,
+template <class T, class B, class A, class Act>
+inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                       std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
     switch (M) {
     case 1: return gemv_panels<T, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;

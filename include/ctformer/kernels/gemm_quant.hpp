@@ -15,6 +15,7 @@
 
 #include "../core/quant.hpp"
 #include "gemm.hpp"
+#include "gemv_int8.hpp"
 
 namespace ctformer::kernels {
 
@@ -168,6 +169,7 @@ template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
 // fields per word, and of its group). pack: gemm_pack_elems<float>(M, K) elements (the dequantized
 // block and, where the dense path would pack it, a's block).
 template <class Fmt, class Act = identity_op>
+    requires(!Fmt::integer_dot)
 inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
                         float* pack, bool accumulate = false) {
@@ -204,6 +206,16 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
             }
         }
     }
+}
+
+// The int8-activation formats: their own path for every row count (gemv_int8.hpp; pack unused).
+template <class Fmt, class Act = identity_op>
+    requires(Fmt::integer_dot)
+inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                        const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
+                        float*, bool accumulate = false) {
+    if (M == 0 || N == 0) return;
+    gemm_panels_int8(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
 }
 
 }  // namespace ctformer::kernels

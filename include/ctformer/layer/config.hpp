@@ -86,7 +86,16 @@ template <long long Num, long long Den = 1> using norm_eps = layer_norm_eps<Num,
 // The storage of every weight matrix (core/quant.hpp): dense (default), bf16, int8_per_channel,
 // int4_group<G>. Weight-only: activations, norms, biases and embeddings gathered by id stay in
 // the layer's dtype; quantized layers are for inference (forward, step, generate).
-template <class F> struct weights { using option_tag = tag::weights; using type = F; };
+// weights<F, int8_activations> (F int8 or int4): each matrix product quantizes its input rows to
+// int8 per block of 32 and multiplies integers (faster, a second rounding: docs/quantization.md).
+struct float_activations {};
+struct int8_activations {};
+template <class F, class A = float_activations> struct weights {
+    static_assert(std::is_same_v<A, float_activations> || std::is_same_v<A, int8_activations>,
+                  "ctformer: ct::weights<F, A>: A is ct::float_activations or ct::int8_activations");
+    using option_tag = tag::weights;
+    using type = std::conditional_t<std::is_same_v<A, int8_activations>, int8_dot<F>, F>;
+};
 
 namespace detail {
 template <class O> concept option = requires { typename O::option_tag; };

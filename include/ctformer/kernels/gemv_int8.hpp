@@ -1,0 +1,229 @@
+// ctformer/kernels/gemv_int8.hpp — int8 and int4 weights times int8 activations (the formats
+// int8_dot<F>, ct::weights<F, ct::int8_activations>): integer dot products in the inner loop.
+//
+//   c: (M, N) (+)= a: (M, K) · W: (K, N) + bias, then act, where each row of a is first quantized
+//   per block of B inputs (llama.cpp's Q8_0 rule: s = max|x| / 127, q = round(x / s)) and
+//   c[n] = Σ_blocks s_a · Σ_block q_a · q_w  · s_w   (int4: s_w per group, inside the block sum).
+//
+// B is 32, or the largest of 16, 8, 4 that divides K (int4: at most its group). The integer sums
+// are exact; the float work is one conversion and one multiply-add per block and output. Rows of
+// a are quantized K_CHUNK inputs at a time into the stack (no scratch), four rows at a time.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "../core/quant.hpp"
+#include "../simd/dot.hpp"
+#include "gemm.hpp"
+
+namespace ctformer::kernels {
+
+// One row of activations quantized for the integer dot: q (int8; int4 formats: each 8 inputs
+// stored evens first, x0 x2 x4 x6 x1 x3 x5 x7, the order a word's low and high nibbles hold),
+// scale[b] and (int4) sum[b] = Σ q of block b.
+struct q8_row {
+    const std::int8_t* q;
+    const float* scale;
+    const std::int32_t* sum;
+};
+
+// Inputs per activation block for K inputs of format Fmt.
+template <class Fmt> constexpr std::size_t q8_block(std::size_t K) {
+    constexpr std::size_t cap = Fmt::group && Fmt::group < 32 ? Fmt::group : 32;
+    std::size_t b = cap;
+    while (K % b) b /= 2;
+    return b;
+}
+
+// x: K floats (finite) -> q, scale, sum as q8_row describes, blocks of B.
+template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, float* scale,
+                                                 std::int32_t* sum) {
+    constexpr bool evens_first = Fmt::per_word == 8;
+    for (std::size_t k0 = 0, blk = 0; k0 < K; k0 += B, ++blk) {
+        float m = 0;
+        for (std::size_t k = k0; k < k0 + B; ++k) m = std::fabs(x[k]) > m ? std::fabs(x[k]) : m;
+        const float s = m / 127.f, inv = m > 0 ? 127.f / m : 0.f;
+        std::int32_t total = 0;
+        for (std::size_t k = k0; k < k0 + B; ++k) {
+            float v = std::nearbyint(x[k] * inv);
+            v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
+            const std::size_t j = k % 8;
+            const std::size_t at = evens_first ? k - j + (j % 2) * 4 + j / 2 : k;
+            q[at] = static_cast<std::int8_t>(v);
+            total += static_cast<std::int32_t>(v);
+        }
+        scale[blk] = s;
+        sum[blk] = total;
+    }
+}
+
+namespace detail {
+
+// The panels of one weight seen from K-chunk [k0, k0 + kc): the tile's K is the chunk's, the
+// panels' stride the whole K's.
+template <class Fmt> struct q8_panels {
+    quant_panels<Fmt> w;
+    std::size_t K, k0;
+};
+
+// (I: simd::ivec, a template parameter so that the branch for the other kind is discarded)
+template <class I = simd::ivec> inline I load_ivec(const std::uint32_t* p) {
+    if constexpr (std::is_same_v<I, std::int32_t>) return std::bit_cast<std::int32_t>(*p);
+#if CTFORMER_XSIMD
+    else return I::load_unaligned(reinterpret_cast<const std::int32_t*>(p));
+#endif
+}
+inline simd::ivec splat_word(const std::int8_t* p) {  // 4 bytes, in every lane
+    std::int32_t w;
+    std::memcpy(&w, p, 4);
+    return simd::ivec(w);
+}
+template <class I = simd::ivec> inline simd::vec<float> to_float(const I& x) {
+    if constexpr (std::is_same_v<I, std::int32_t>) return static_cast<float>(x);
+#if CTFORMER_XSIMD
+    else return xsimd::to_float(x);
+#endif
+}
+
+// c: (R, Q·NR) at ldc (+)= a: R quantized rows (K inputs) · Q panels + bias, then act.
+template <class Fmt, std::size_t R, std::size_t Q, class Act>
+inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c,
+                           std::size_t ldc, const float* bias, const Act& act, bool accumulate) {
+    using tile = gemm_tile<float>;
+    using vt = simd::vec<float>;
+    using iv = simd::ivec;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR, P = Fmt::per_word, G = Fmt::group;
+    const std::size_t B = q8_block<Fmt>(b.K), pw = b.K / P * NR, ps = (G ? b.K / G : 1) * NR;
+    const std::uint32_t* words = b.w.words + b.k0 / P * NR;
+    vt acc[R][Q][NV];
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) acc[r][q][v] = vt(0.f);
+    for (std::size_t blk = 0; blk < K / B; ++blk) {
+        iv isum[R][Q][NV];
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = iv(0);
+        for (std::size_t kw = blk * B / P; kw < (blk + 1) * B / P; ++kw) {
+            iv w[Q][NV];
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) w[q][v] = load_ivec(words + q * pw + kw * NR + v * W);
+            if constexpr (P == 4) {  // int8: word kw holds inputs 4kw .. 4kw+3
+#pragma GCC unroll 4
+                for (std::size_t r = 0; r < R; ++r) {
+                    const iv x = splat_word(a[r * lda].q + 4 * kw);
+#pragma GCC unroll 4
+                    for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                        for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x);
+                }
+            } else {  // int4: nibble + 8 (unsigned) against the evens, then the odds; Σ q_a · 8 off below
+#pragma GCC unroll 2
+                for (std::size_t half = 0; half < 2; ++half) {
+                    iv u[Q][NV];
+#pragma GCC unroll 4
+                    for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                        for (std::size_t v = 0; v < NV; ++v)
+                            u[q][v] = (iv(w[q][v] >> int(4 * half)) & iv(0x0f0f0f0f)) ^ iv(0x08080808);
+#pragma GCC unroll 4
+                    for (std::size_t r = 0; r < R; ++r) {
+                        const iv x = splat_word(a[r * lda].q + 8 * kw + 4 * half);
+#pragma GCC unroll 4
+                        for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                            for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_u8(isum[r][q][v], u[q][v], x);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (std::size_t r = 0; r < R; ++r) {
+            const vt sa = vt(a[r * lda].scale[blk]);
+#pragma GCC unroll 4
+            for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                for (std::size_t v = 0; v < NV; ++v) {
+                    if constexpr (G) {
+                        const iv exact = isum[r][q][v] - iv(8 * a[r * lda].sum[blk]);
+                        const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
+                        acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
+                    } else {
+                        acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa, acc[r][q][v]);
+                    }
+                }
+        }
+    }
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) {
+                vt y = acc[r][q][v];
+                if constexpr (!G) y = y * simd::load(b.w.scales + q * ps + v * W);
+                if (accumulate) y = y + simd::load(c + r * ldc + q * NR + v * W);
+                if (bias) y = y + simd::load(bias + q * NR + v * W);
+                simd::store(c + r * ldc + q * NR + v * W, apply_vec<float>(act, y));
+            }
+}
+
+template <class Fmt> struct panel_source<q8_panels<Fmt>> {
+    static constexpr std::size_t streams(std::size_t R) { return gemm_tile<float>::compact || R > 1 ? 1 : 2; }
+    static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
+    static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) {
+        constexpr std::size_t NR = gemm_tile<float>::NR;
+        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + p * (Fmt::group ? b.K / Fmt::group : 1) * NR},
+                b.K, b.k0};
+    }
+    template <std::size_t R, std::size_t Q, class Act>
+    static void tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c, std::size_t ldc,
+                     const float* bias, const Act& act, bool accumulate) {
+        gemv_int8_tile<Fmt, R, Q>(K, a, lda, b, c, ldc, bias, act, accumulate);
+    }
+};
+
+}  // namespace detail
+
+// gemm_panels' contract for the int8-activation formats (any M: four rows at a time).
+template <class Fmt, class Act>
+inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                             const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
+                             bool accumulate) {
+    constexpr std::size_t chunk = gemm_tile<float>::compact ? 256 : 1024;  // inputs quantized at a time
+    constexpr std::size_t rows = small_m_rows;
+    const std::size_t B = q8_block<Fmt>(K);
+    alignas(64) std::int8_t q[rows][chunk];
+    alignas(64) float scale[rows][chunk / 4];
+    alignas(64) std::int32_t sum[rows][chunk / 4];
+    q8_row view[rows];
+    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
+        const std::size_t mr = M - m0 < rows ? M - m0 : rows;
+        for (std::size_t k0 = 0; k0 < K; k0 += chunk) {
+            const std::size_t kc = K - k0 < chunk ? K - k0 : chunk;
+            for (std::size_t r = 0; r < mr; ++r) {
+                quantize_row_q8<Fmt>(a + (m0 + r) * lda + k0, kc, B, q[r], scale[r], sum[r]);
+                view[r] = {q[r], scale[r], sum[r]};
+            }
+            const detail::q8_panels<Fmt> src{b, K, k0};
+            const bool first = k0 == 0, last = k0 + kc == K;
+            float* cm = c + m0 * ldc;
+            if (last)
+                detail::gemv_rows(mr, N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, act, accumulate || !first);
+            else
+                detail::gemv_rows(mr, N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, identity_op{}, accumulate || !first);
+        }
+    }
+}
+
+}  // namespace ctformer::kernels

@@ -1,0 +1,143 @@
+// ctformer/simd/dot.hpp — integer dot products of bytes, four to a 32-bit lane: the one operation
+// xsimd does not have, so each arch's instruction is named here and nowhere else.
+//
+//   ivec          32-bit integer lanes, as many as vec<float> has (a scalar int32 where floats have
+//                 no vectors)
+//   dot_i8(acc, w, x)    acc[i] += Σ_j w[i].byte(j) · x[i].byte(j), w and x signed, in [-127, 127]
+//   dot_u8(acc, u, x)    the same with u unsigned, in [0, 127]
+//
+//   x86 (SSSE3 to AVX-512)   maddubs (u8 · s8 -> pairs in s16) + madd with ones; VNNI's dpbusd where
+//                            the compiler targets it. Signed · signed: |x| · (w with x's sign).
+//   aarch64                  sdot where the compiler targets it (armv8.2-a+dotprod), else vmull
+//                            (s8 · s8 -> s16) and pairwise adds
+//   armv7 NEON               vmull and pairwise adds
+//   scalar and others        the fields sign-extended with shifts, int32 products
+// Exact on every path: |w · x| <= 127 · 127, so two products never overflow 16 bits.
+#pragma once
+#include <bit>
+#include <cstdint>
+#include <type_traits>
+
+#include "arch.hpp"
+
+#if CTFORMER_XSIMD && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#elif CTFORMER_XSIMD && (defined(__aarch64__) || defined(__ARM_NEON))
+#include <arm_neon.h>
+#endif
+
+namespace ctformer::simd {
+
+#if CTFORMER_XSIMD
+using ivec = std::conditional_t<vectorized<float>, xsimd::batch<std::int32_t, arch>, std::int32_t>;
+#else
+using ivec = std::int32_t;
+#endif
+static_assert(sizeof(ivec) == sizeof(vec<float>), "ctformer: an int32 vector matches a float vector");
+
+namespace detail {
+// Byte j of each lane, sign-extended (signed) or zero-extended, as int32 lanes.
+template <std::size_t J, bool Signed, class V> inline V byte_field(const V& x) {
+    if constexpr (Signed) return V(x << int(24 - 8 * J)) >> 24;
+    else if constexpr (J == 3) return V(x >> 24) & V(0xff);  // (>> of int32 is arithmetic)
+    else return V(x >> int(8 * J)) & V(0xff);
+}
+template <bool Signed, class V> inline V dot_fields(const V& acc, const V& a, const V& x) {
+    return acc + byte_field<0, Signed>(a) * byte_field<0, true>(x) + byte_field<1, Signed>(a) * byte_field<1, true>(x) +
+           byte_field<2, Signed>(a) * byte_field<2, true>(x) + byte_field<3, Signed>(a) * byte_field<3, true>(x);
+}
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+// u8 · s8 pairs summed to s16, pairs of those to s32, added to acc (u <= 127 or x's pairs small).
+template <class R> inline R maddubs_acc(R acc, R u, R x) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) {
+#if defined(__AVX512VNNI__)
+        return _mm512_dpbusd_epi32(acc, u, x);
+#else
+        return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
+#endif
+    } else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) {
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+        return _mm256_dpbusd_epi32(acc, u, x);
+#else
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+#endif
+    } else
+#endif
+        return _mm_add_epi32(acc, _mm_madd_epi16(_mm_maddubs_epi16(u, x), _mm_set1_epi16(1)));
+}
+// w with the sign of x, bytewise (where x = 0 anything: it meets |x| = 0).
+template <class R> inline R sign_i8(R w, R x) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) return _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(x), _mm512_setzero_si512(), w); else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) return _mm256_sign_epi8(w, x); else
+#endif
+    return _mm_sign_epi8(w, x);
+}
+template <class R> inline R abs_i8(R x) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) return _mm512_abs_epi8(x); else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) return _mm256_abs_epi8(x); else
+#endif
+    return _mm_abs_epi8(x);
+}
+#endif
+#if CTFORMER_XSIMD && (defined(__aarch64__) || defined(__ARM_NEON))
+inline int32x4_t neon_dot(int32x4_t acc, int8x16_t a, int8x16_t x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, x);
+#elif defined(__aarch64__)
+    const int16x8_t pairs = vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(x)), vmull_high_s8(a, x));
+    return vpadalq_s16(acc, pairs);
+#else
+    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(x)), hi = vmull_s8(vget_high_s8(a), vget_high_s8(x));
+    const int16x8_t pairs = vcombine_s16(vpadd_s16(vget_low_s16(lo), vget_high_s16(lo)),
+                                         vpadd_s16(vget_low_s16(hi), vget_high_s16(hi)));
+    return vpadalq_s16(acc, pairs);
+#endif
+}
+#endif
+}  // namespace detail
+
+// acc[i] += Σ_j w[i].byte(j) · x[i].byte(j), signed bytes in [-127, 127].
+[[gnu::always_inline]] inline ivec dot_i8(const ivec& acc, const ivec& w, const ivec& x) {
+#if CTFORMER_XSIMD
+    if constexpr (!std::is_same_v<ivec, std::int32_t>) {
+#if defined(__SSSE3__)
+        using R = typename ivec::register_type;
+        return ivec(detail::maddubs_acc<R>(acc, detail::abs_i8<R>(x), detail::sign_i8<R>(w, x)));
+#elif defined(__aarch64__) || defined(__ARM_NEON)
+        return ivec(detail::neon_dot(acc, vreinterpretq_s8_s32(w), vreinterpretq_s8_s32(x)));
+#else
+        return detail::dot_fields<true>(acc, w, x);
+#endif
+    } else
+#endif
+        return detail::dot_fields<true>(acc, w, x);
+}
+
+// acc[i] += Σ_j u[i].byte(j) · x[i].byte(j), u unsigned in [0, 127], x signed.
+[[gnu::always_inline]] inline ivec dot_u8(const ivec& acc, const ivec& u, const ivec& x) {
+#if CTFORMER_XSIMD
+    if constexpr (!std::is_same_v<ivec, std::int32_t>) {
+#if defined(__SSSE3__)
+        using R = typename ivec::register_type;
+        return ivec(detail::maddubs_acc<R>(acc, u, x));
+#elif defined(__aarch64__) || defined(__ARM_NEON)
+        return ivec(detail::neon_dot(acc, vreinterpretq_s8_s32(u), vreinterpretq_s8_s32(x)));
+#else
+        return detail::dot_fields<false>(acc, u, x);
+#endif
+    } else
+#endif
+        return detail::dot_fields<false>(acc, u, x);
+}
+
+}  // namespace ctformer::simd

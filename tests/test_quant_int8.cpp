@@ -1,0 +1,262 @@
+// int8 activations (ct::weights<F, ct::int8_activations>; simd/dot.hpp, kernels/gemv_int8.hpp):
+// the byte dot products against scalar arithmetic, the activation quantizer's rounding, every
+// kernel path against a double product of the dequantized activations and weights (the integer
+// sums are exact: float rounding only), and the models against their float-activation twins at
+// the tolerance the activations' rounding allows (docs/quantization.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "quant_fixture.hpp"
+
+#include <ctformer/simd/dot.hpp>
+
+namespace {
+using namespace quant_test;
+namespace ck = ct::kernels;
+
+using I8 = ct::int8_dot<ct::int8_per_channel>;
+using I4 = ct::int8_dot<ct::int4_group<16>>;
+
+std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
+    const std::int32_t b = (w >> (8 * j)) & 0xff;
+    return is_signed && b > 127 ? b - 256 : b;
+}
+
+// ---- simd::dot_i8, simd::dot_u8: every lane, the extremes ----
+
+template <class V = ct::simd::ivec>
+void run_dots(const std::int32_t* acc, const std::int32_t* w, const std::int32_t* x, const std::int32_t* u, std::int32_t* out_i,
+              std::int32_t* out_u) {
+    if constexpr (std::is_same_v<V, std::int32_t>) {
+        *out_i = ct::simd::dot_i8(*acc, *w, *x);
+        *out_u = ct::simd::dot_u8(*acc, *u, *x);
+    }
+#if CTFORMER_XSIMD
+    else {
+        ct::simd::dot_i8(V::load_unaligned(acc), V::load_unaligned(w), V::load_unaligned(x)).store_unaligned(out_i);
+        ct::simd::dot_u8(V::load_unaligned(acc), V::load_unaligned(u), V::load_unaligned(x)).store_unaligned(out_u);
+    }
+#endif
+}
+
+TEST_CASE("quant int8: byte dot products = scalar sums on every lane, extremes included") {
+    constexpr std::size_t L = ct::simd::width<float>;
+    std::mt19937 g(5);
+    std::uniform_int_distribution<int> s8(-127, 127), u8(0, 127);
+    for (int trial = 0; trial < 200; ++trial) {
+        alignas(64) std::int32_t w[L], x[L], u[L], acc[L], out_i[L], out_u[L];
+        for (std::size_t l = 0; l < L; ++l) {
+            std::uint32_t pw = 0, px = 0, pu = 0;
+            for (int j = 0; j < 4; ++j) {
+                const int a = trial < 2 ? (trial ? -127 : 127) : s8(g), b = trial < 2 ? -127 : s8(g), c = trial < 2 ? 127 : u8(g);
+                pw |= std::uint32_t(std::uint8_t(std::int8_t(a))) << (8 * j);
+                px |= std::uint32_t(std::uint8_t(std::int8_t(b))) << (8 * j);
+                pu |= std::uint32_t(c) << (8 * j);
+            }
+            w[l] = std::int32_t(pw), x[l] = std::int32_t(px), u[l] = std::int32_t(pu);
+            acc[l] = s8(g) * 1000;
+        }
+        run_dots(acc, w, x, u, out_i, out_u);
+        for (std::size_t l = 0; l < L; ++l) {
+            std::int32_t ri = acc[l], ru = acc[l];
+            for (int j = 0; j < 4; ++j) {
+                ri += byte_of(w[l], j, true) * byte_of(x[l], j, true);
+                ru += byte_of(u[l], j, false) * byte_of(x[l], j, true);
+            }
+            INFO("trial " << trial << " lane " << l);
+            REQUIRE(out_i[l] == ri);
+            REQUIRE(out_u[l] == ru);
+        }
+    }
+}
+
+// ---- The activation quantizer ----
+
+TEST_CASE("quant int8: activations per block: max -> ±127, within half a step, zero blocks, int4's order") {
+    constexpr std::size_t K = 96;
+    std::vector<float> x = random_values(K, 11);
+    for (std::size_t k = 32; k < 64; ++k) x[k] = 0;  // a zero block
+    x[70] = -1e6f;                                    // one huge value
+    std::int8_t q8[K], q4[K];
+    float s8[K / 4], s4[K / 4];
+    std::int32_t sum8[K / 4], sum4[K / 4];
+    CHECK(ck::q8_block<I8>(K) == 32);
+    CHECK(ck::q8_block<I8>(72) == 8);
+    CHECK(ck::q8_block<I4>(K) == 16);
+    CHECK(ck::q8_block<ct::int8_dot<ct::int4_group<64>>>(K) == 32);
+    ck::quantize_row_q8<I8>(x.data(), K, 32, q8, s8, sum8);
+    ck::quantize_row_q8<I4>(x.data(), K, 32, q4, s4, sum4);
+    for (std::size_t b = 0; b < K / 32; ++b) {
+        float m = 0;
+        std::int32_t total = 0;
+        for (std::size_t k = b * 32; k < b * 32 + 32; ++k) m = std::max(m, std::fabs(x[k]));
+        CHECK(s8[b] == m / 127.f);
+        for (std::size_t k = b * 32; k < b * 32 + 32; ++k) {
+            INFO("k " << k << ": " << x[k] << " -> " << int(q8[k]) << " · " << s8[b]);
+            CHECK(std::abs(int(q8[k])) <= 127);
+            CHECK(std::fabs(x[k] - s8[b] * q8[k]) <= 0.5 * s8[b] * (1 + 1e-5) + 1e-30);
+            if (std::fabs(x[k]) == m && m > 0) CHECK(std::abs(int(q8[k])) == 127);
+            // int4's order: each 8 inputs evens first
+            const std::size_t j = k % 8, at = k - j + (j % 2) * 4 + j / 2;
+            CHECK(q4[at] == q8[k]);
+            total += q8[k];
+        }
+        CHECK(sum8[b] == total);
+        CHECK(sum4[b] == total);
+    }
+    CHECK(s8[1] == 0.f);
+    for (std::size_t k = 64; k < 96; ++k)
+        if (k != 70) CHECK(q8[k] == 0);  // the rest of the huge value's block rounds to zero
+}
+
+// ---- Kernels: rows 1..4 (a step) and more (four at a time), edge panels, K in two chunks, bias,
+// act, accumulate; against a double product of the dequantized activations and weights ----
+
+template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
+    using W = ct::QuantizedWeight<Fmt, N, K>;
+    static W w;
+    const std::vector<float> v = random_values(N * K, 7);
+    w.quantize([&](std::size_t i) { return v[i]; });
+    const std::vector<float> bias = random_values(N, 8);
+    const std::size_t B = ck::q8_block<Fmt>(K);
+    for (std::size_t M : {1, 2, 3, 4, 5, 9}) {
+        for (bool accumulate : {false, true}) {
+            std::vector<float> a = random_values(M * K, unsigned(M) + 20);
+            a[K / 2] *= 50;  // an outlier: its block's step is coarse, the others' are not
+            const std::vector<float> c0 = random_values(M * N, 99);
+            std::vector<float> c = c0;
+            ck::gemm_panels(M, N, K, a.data(), K, w.panels(), c.data(), N, bias.data(), ct::relu{}, nullptr, accumulate);
+            double worst = 0;
+            std::vector<std::int8_t> q(K);
+            std::vector<float> s(K / B);
+            std::vector<std::int32_t> sums(K / B);
+            for (std::size_t m = 0; m < M; ++m) {
+                ck::quantize_row_q8<ct::int8_per_channel>(a.data() + m * K, K, B, q.data(), s.data(), sums.data());
+                for (std::size_t n = 0; n < N; ++n) {
+                    double acc = (accumulate ? c0[m * N + n] : 0) + bias[n], mag = std::fabs(acc);
+                    for (std::size_t k = 0; k < K; ++k) {
+                        const double t = double(s[k / B]) * q[k] * w.get(n * K + k);
+                        acc += t, mag += std::fabs(t);
+                    }
+                    worst = std::max(worst, std::fabs(std::max(acc, 0.0) - c[m * N + n]) / mag);
+                }
+            }
+            INFO(fmt_name<typename Fmt::weight_format>() << " int8 activations, M " << M << " N " << N << " K " << K
+                                                         << " accumulate " << accumulate << ": worst " << worst
+                                                         << " of the sum of |terms|");
+            CHECK(worst <= 1e-6);
+        }
+    }
+}
+
+TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I4) {
+    constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
+    int8_kernel_case<Fmt, 3 * NR + 5, 1056>();  // K in two chunks (five in compact builds), an edge panel
+    int8_kernel_case<Fmt, 8, 64>();             // one partial panel
+    if constexpr (Fmt::group == 0) int8_kernel_case<Fmt, NR, 72>();  // K not a multiple of 32: blocks of 8
+}
+TEST_CASE("quant int8: int4 groups wider than a block (64: two blocks of 32 a group)") {
+    int8_kernel_case<ct::int8_dot<ct::int4_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
+}
+
+// ---- Models: against the same weights with float activations ----
+
+template <class... O>
+using LlamaS = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::kv_heads<2>, O...>;
+
+// The activations' rounding against float activations (same quantized weights): measured 0.2-0.7%
+// of the logits' max magnitude on this fixture; the bound leaves room for other ISAs' roundings.
+constexpr double int8_act_tol = 4e-2;
+
+template <class F> void llama_int8_case() {
+    using MQ = LlamaS<ct::weights<F, ct::int8_activations>>;
+    using MF = LlamaS<ct::weights<F>>;
+    constexpr std::size_t B = 2, T = 7, V = MQ::vocab;
+    static typename MQ::Params q;
+    static typename MF::Params f;
+    test::File file("llama_gqa");
+    file.load(q, "params.");
+    file.load(f, "params.");
+    static ct::Tensor<double, B, T> ids;
+    static ct::Tensor<ct::token, B, T> tokens;
+    file.read("input.tokens", ids);
+    for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
+    static ct::Tensor<float, B, T, V> lq, lf, torch;
+    file.read("output", torch);
+    static typename MQ::template Workspace<B, T> wq;
+    static typename MF::template Workspace<B, T> wf;
+    REQUIRE(MQ::forward(q, wq, tokens, lq).ok());
+    REQUIRE(MF::forward(f, wf, tokens, lf).ok());
+    const double fwd = check_rel("int8 activations vs float activations", lq.data(), lf.data(), lq.size, int8_act_tol);
+    const double vs_torch = test::compare(lq.data(), torch.data(), lq.size).max_abs / max_abs(torch.data(), torch.size);
+    CHECK(fwd > 0);  // the activations were rounded: a different path from the float one
+
+    // step token by token = the forward's rows (the same kernel per row; float roundings upstream
+    // may move an activation across a rounding boundary: one step of one block)
+    static typename MQ::template KVCache<B, T> cq;
+    static typename MQ::template StepWorkspace<B, 1> sq;
+    static ct::Tensor<ct::token, B, 1> one;
+    static ct::Tensor<float, B, 1, V> step_logits;
+    cq.reset();
+    double worst_step = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
+        REQUIRE(MQ::step(q, sq, cq, one, step_logits).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            worst_step = std::max(worst_step, check_rel("step vs forward", step_logits.data() + b * V,
+                                                        lq.data() + (b * T + t) * V, V, 1e-3));
+    }
+    // greedy generation: every token the argmax of the model's own step logits
+    static typename MQ::template KVCache<1, MQ::context> gq, sq1;
+    static typename MQ::template GenerateWorkspace<4> gw;
+    static typename MQ::template StepWorkspace<1, 1> sw1;
+    std::vector<ct::token> out;
+    gq.reset();
+    REQUIRE(MQ::generate(q, gw, gq, tokens.data(), 3, MQ::context - 3, ct::sampling{.temperature = 0}, [&](ct::token t) {
+                out.push_back(t);
+                return true;
+            }).ok());
+    REQUIRE(out.size() == MQ::context - 3);
+    sq1.reset();
+    static ct::Tensor<ct::token, 1, 1> tok;
+    static ct::Tensor<float, 1, 1, V> lg;
+    std::vector<ct::token> seq(tokens.data(), tokens.data() + 3);
+    seq.insert(seq.end(), out.begin(), out.end());
+    for (std::size_t t = 0; t + 1 < seq.size(); ++t) {
+        tok.storage[0] = seq[t];
+        REQUIRE(MQ::step(q, sw1, sq1, tok, lg).ok());
+        if (t >= 2) CHECK(seq[t + 1] == ct::token(std::max_element(lg.data(), lg.data() + V) - lg.data()));
+    }
+    std::printf("  quant %s + int8 activations, llama_gqa: %.3g of max vs float activations, step %.3g; %.3g vs PyTorch fp32\n",
+                fmt_name<F>(), fwd, worst_step, vs_torch);
+}
+
+TEST_CASE("quant int8: Llama (GQA, SwiGLU, RoPE) with int8 activations: forward, step, generate") {
+    llama_int8_case<ct::int8_per_channel>();
+    llama_int8_case<ct::int4_group<16>>();
+}
+
+TEST_CASE("quant int8: the decoder layer (cross-attention, packed in_proj) with int8 activations") {
+    using LQ = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::weights<ct::int8_per_channel, ct::int8_activations>>;
+    using LF = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::weights<ct::int8_per_channel>>;
+    static typename LQ::Params q;
+    static typename LF::Params f;
+    test::File file("post_relu_causal_mempad");
+    file.load(q, "params.");
+    file.load(f, "params.");
+    static ct::Tensor<float, 2, 5, 16> tgt, out_q, out_f;
+    static ct::Tensor<float, 2, 7, 16> mem;
+    file.read("input.tgt", tgt);
+    file.read("input.memory", mem);
+    static typename LQ::template Workspace<2, 5, 7> wq;
+    static typename LF::template Workspace<2, 5, 7> wf;
+    REQUIRE(LQ::forward(q, wq, tgt, mem, out_q, ct::causal{}, ct::key_lengths{7, 4}).ok());
+    REQUIRE(LF::forward(f, wf, tgt, mem, out_f, ct::causal{}, ct::key_lengths{7, 4}).ok());
+    const double e = check_rel("int8 activations vs float activations", out_q.data(), out_f.data(), out_q.size, int8_act_tol);
+    CHECK(e > 0);
+    std::printf("  quant int8 + int8 activations, decoder layer D16: %.3g of max vs float activations\n", e);
+}
+
+}  // namespace
