@@ -31,6 +31,8 @@ using Stories = ct::Llama<32000, Ctx, 6, ct::d_model<288>, ct::heads<6>, ct::kv_
 using StoriesBf16 = Stories<6, ct::weights<ct::bf16>>;
 using StoriesInt8 = Stories<6, ct::weights<ct::int8_per_channel>>;
 using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32>>>;
+using StoriesInt8A8 = Stories<6, ct::weights<ct::int8_per_channel, ct::int8_activations>>;
+using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, GPT2Block, 4>;
@@ -127,10 +129,14 @@ int main(int argc, char** argv) {
     add("decode/stories15M_bf16/generate", [](benchmark::State& st) { BM_generate<StoriesBf16>(st, "stories15M"); });
     add("decode/stories15M_int8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M"); });
     add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M"); });
+    add("decode/stories15M_int8_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M"); });
+    add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M"); });
     add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
     add("decode/gpt2_d256/prefill", [](benchmark::State& st) { BM_prefill<GPT2>(st, "gpt2_d256"); });
     add("decode/stories15M_int8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8>(st, "stories15M"); });
     add("decode/stories15M_int4/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4>(st, "stories15M"); });
+    add("decode/stories15M_int8_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8A8>(st, "stories15M"); });
+    add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M"); });
     return bench::main(argc, argv);
 }

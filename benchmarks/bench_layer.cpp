@@ -364,6 +364,15 @@ CT_BENCH((BM_step_gemvs<base, ct::int4_group<32>>), "step/base/gemvs_only_int4")
 CT_BENCH((BM_ctformer<base, pages::huge, ct::bf16>), "layer/base/ctformer_bf16");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_per_channel>), "layer/base/ctformer_int8");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int4_group<32>>), "layer/base/ctformer_int4");
+// ... and with int8 activations (integer dot products; ct::weights<F, ct::int8_activations>)
+CT_BENCH((BM_ctformer_step<tiny, ct::int8_dot<ct::int8_per_channel>>), "step/tiny/ctformer_int8_a8");
+CT_BENCH((BM_ctformer_step<tiny, ct::int8_dot<ct::int4_group<32>>>), "step/tiny/ctformer_int4_a8");
+CT_BENCH((BM_ctformer_step<base, ct::int8_dot<ct::int8_per_channel>>), "step/base/ctformer_int8_a8");
+CT_BENCH((BM_ctformer_step<base, ct::int8_dot<ct::int4_group<32>>>), "step/base/ctformer_int4_a8");
+CT_BENCH((BM_step_gemvs<base, ct::int8_dot<ct::int8_per_channel>>), "step/base/gemvs_only_int8_a8");
+CT_BENCH((BM_step_gemvs<base, ct::int8_dot<ct::int4_group<32>>>), "step/base/gemvs_only_int4_a8");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_dot<ct::int8_per_channel>>), "layer/base/ctformer_int8_a8");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_dot<ct::int4_group<32>>>), "layer/base/ctformer_int4_a8");
 CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
 CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");

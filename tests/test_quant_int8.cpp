@@ -30,13 +30,31 @@ template <class V = ct::simd::ivec>
 void run_dots(const std::int32_t* acc, const std::int32_t* w, const std::int32_t* x, const std::int32_t* u, std::int32_t* out_i,
               std::int32_t* out_u) {
     if constexpr (std::is_same_v<V, std::int32_t>) {
-        *out_i = ct::simd::dot_i8(*acc, *w, *x);
-        *out_u = ct::simd::dot_u8(*acc, *u, *x);
+        *out_i = ct::simd::dot_i8(V(*acc), V(*w), V(*x));  // (V(...): dependent, discarded on vector builds)
+        *out_u = ct::simd::dot_u8(V(*acc), V(*u), V(*x));
     }
 #if CTFORMER_XSIMD
     else {
         ct::simd::dot_i8(V::load_unaligned(acc), V::load_unaligned(w), V::load_unaligned(x)).store_unaligned(out_i);
         ct::simd::dot_u8(V::load_unaligned(acc), V::load_unaligned(u), V::load_unaligned(x)).store_unaligned(out_u);
+    }
+#endif
+}
+template <class V = ct::simd::ivec> void run_u4(const std::int32_t* u, const std::int32_t* x, std::int32_t* out) {
+    // four calls (the bound), then the partial sum widened
+    if constexpr (std::is_same_v<V, std::int32_t>) {
+        V p = 0;
+        for (int i = 0; i < 4; ++i) p = ct::simd::dot_u4x2(p, u[2 * i], x[2 * i], u[2 * i + 1], x[2 * i + 1]);
+        *out = ct::simd::partial_sum(p);
+    }
+#if CTFORMER_XSIMD
+    else {
+        constexpr std::size_t L = V::size;
+        V p(0);
+        for (std::size_t i = 0; i < 4; ++i)
+            p = ct::simd::dot_u4x2(p, V::load_unaligned(u + 2 * i * L), V::load_unaligned(x + 2 * i * L),
+                                   V::load_unaligned(u + (2 * i + 1) * L), V::load_unaligned(x + (2 * i + 1) * L));
+        ct::simd::partial_sum(p).store_unaligned(out);
     }
 #endif
 }
@@ -68,6 +86,32 @@ TEST_CASE("quant int8: byte dot products = scalar sums on every lane, extremes i
             INFO("trial " << trial << " lane " << l);
             REQUIRE(out_i[l] == ri);
             REQUIRE(out_u[l] == ru);
+        }
+    }
+}
+
+TEST_CASE("quant int8: int4-level dot products summed in 16 bits, at the bound (4 calls of 15 · ±127)") {
+    constexpr std::size_t L = ct::simd::width<float>;
+    std::mt19937 g(6);
+    std::uniform_int_distribution<int> s8(-127, 127), u4(0, 15);
+    for (int trial = 0; trial < 100; ++trial) {
+        std::int32_t u[8 * L], x[8 * L], out[L];
+        for (std::size_t i = 0; i < 8 * L; ++i) {
+            std::uint32_t pu = 0, px = 0;
+            for (int j = 0; j < 4; ++j) {
+                const int a = trial == 0 ? 15 : u4(g), b = trial == 0 ? 127 : trial == 1 ? -127 : s8(g);
+                pu |= std::uint32_t(a) << (8 * j);
+                px |= std::uint32_t(std::uint8_t(std::int8_t(b))) << (8 * j);
+            }
+            u[i] = std::int32_t(pu), x[i] = std::int32_t(px);
+        }
+        run_u4(u, x, out);
+        for (std::size_t l = 0; l < L; ++l) {
+            std::int32_t want = 0;
+            for (std::size_t i = 0; i < 8; ++i)
+                for (int j = 0; j < 4; ++j) want += byte_of(u[i * L + l], j, false) * byte_of(x[i * L + l], j, true);
+            INFO("trial " << trial << " lane " << l);
+            REQUIRE(out[l] == want);
         }
     }
 }

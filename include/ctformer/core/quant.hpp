@@ -109,7 +109,8 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     }
     static constexpr std::size_t scale_index(std::size_t o, std::size_t k) {
         const std::size_t n = o % Seg;
-        return o / Seg * segment_scales + ((n / NR) * groups + (Fmt::group ? k / Fmt::group : 0)) * NR + n % NR;
+        constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
+        return o / Seg * segment_scales + ((n / NR) * groups + k / span) * NR + n % NR;
     }
     // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (bf16: exact).
     float get(std::size_t i) const {

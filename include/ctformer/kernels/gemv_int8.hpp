@@ -37,24 +37,52 @@ template <class Fmt> constexpr std::size_t q8_block(std::size_t K) {
     return b;
 }
 
-// x: K floats (finite) -> q, scale, sum as q8_row describes, blocks of B.
+namespace detail {
+// max |x[0..n)|, and q[j] = x[j]·inv rounded to nearest (even): vectors where n is whole vectors.
+inline float abs_max(const float* x, std::size_t n) {
+    float m = 0;
+    std::size_t k = 0;
+#if CTFORMER_XSIMD
+    if constexpr (simd::vectorized<float>) {
+        if (n % simd::width<float> == 0) {
+            simd::vec<float> v(0.f);
+            for (; k < n; k += simd::width<float>) v = xsimd::max(v, xsimd::abs(simd::load(x + k)));
+            m = simd::hmax<float>(v);
+        }
+    }
+#endif
+    for (; k < n; ++k) m = std::fabs(x[k]) > m ? std::fabs(x[k]) : m;
+    return m;
+}
+inline void round_scaled(const float* x, std::size_t n, float inv, std::int32_t* q) {
+    std::size_t k = 0;
+#if CTFORMER_XSIMD
+    if constexpr (simd::vectorized<float>) {
+        if (n % simd::width<float> == 0)
+            for (; k < n; k += simd::width<float>)
+                xsimd::nearbyint_as_int(simd::load(x + k) * simd::vec<float>(inv)).store_unaligned(q + k);
+    }
+#endif
+    for (; k < n; ++k) q[k] = static_cast<std::int32_t>(std::nearbyint(x[k] * inv));
+}
+}  // namespace detail
+
+// x: K floats (finite) -> q, scale, sum as q8_row describes, blocks of B (<= 32). |x · 127/m| <= 127
+// rounds to at most 127: no clamp.
 template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, float* scale,
                                                  std::int32_t* sum) {
     constexpr bool evens_first = Fmt::per_word == 8;
+    alignas(64) std::int32_t qi[32];
     for (std::size_t k0 = 0, blk = 0; k0 < K; k0 += B, ++blk) {
-        float m = 0;
-        for (std::size_t k = k0; k < k0 + B; ++k) m = std::fabs(x[k]) > m ? std::fabs(x[k]) : m;
-        const float s = m / 127.f, inv = m > 0 ? 127.f / m : 0.f;
+        const float m = detail::abs_max(x + k0, B);
+        detail::round_scaled(x + k0, B, m > 0 ? 127.f / m : 0.f, qi);
         std::int32_t total = 0;
-        for (std::size_t k = k0; k < k0 + B; ++k) {
-            float v = std::nearbyint(x[k] * inv);
-            v = v > 127.f ? 127.f : v < -127.f ? -127.f : v;
-            const std::size_t j = k % 8;
-            const std::size_t at = evens_first ? k - j + (j % 2) * 4 + j / 2 : k;
-            q[at] = static_cast<std::int8_t>(v);
-            total += static_cast<std::int32_t>(v);
+        for (std::size_t j = 0; j < B; ++j) {
+            const std::size_t i = j % 8, at = evens_first ? j - i + (i % 2) * 4 + i / 2 : j;
+            q[k0 + at] = static_cast<std::int8_t>(qi[j]);
+            total += qi[j];
         }
-        scale[blk] = s;
+        scale[blk] = m / 127.f;
         sum[blk] = total;
     }
 }
@@ -127,23 +155,24 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x);
                 }
-            } else {  // int4: nibble + 8 (unsigned) against the evens, then the odds; Σ q_a · 8 off below
-#pragma GCC unroll 2
-                for (std::size_t half = 0; half < 2; ++half) {
-                    iv u[Q][NV];
+            } else {  // int4: each nibble + 8 (flip its top bit: unsigned), evens against the low
+                      // nibbles, odds against the high ones; Σ q_a · 8 comes off below
+                iv lo[Q][NV], hi[Q][NV];
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                    for (std::size_t v = 0; v < NV; ++v) {
+                        const iv u = w[q][v] ^ iv(std::int32_t(0x88888888u));
+                        lo[q][v] = u & iv(0x0f0f0f0f), hi[q][v] = iv(u >> 4) & iv(0x0f0f0f0f);
+                    }
+#pragma GCC unroll 4
+                for (std::size_t r = 0; r < R; ++r) {
+                    const iv xe = splat_word(a[r * lda].q + 8 * kw), xo = splat_word(a[r * lda].q + 8 * kw + 4);
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v)
-                            u[q][v] = (iv(w[q][v] >> int(4 * half)) & iv(0x0f0f0f0f)) ^ iv(0x08080808);
-#pragma GCC unroll 4
-                    for (std::size_t r = 0; r < R; ++r) {
-                        const iv x = splat_word(a[r * lda].q + 8 * kw + 4 * half);
-#pragma GCC unroll 4
-                        for (std::size_t q = 0; q < Q; ++q)
-#pragma GCC unroll 4
-                            for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_u8(isum[r][q][v], u[q][v], x);
-                    }
+                            isum[r][q][v] = simd::dot_u4x2(isum[r][q][v], lo[q][v], xe, hi[q][v], xo);  // (partial)
                 }
             }
         }
@@ -154,8 +183,8 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) {
-                    if constexpr (G) {
-                        const iv exact = isum[r][q][v] - iv(8 * a[r * lda].sum[blk]);
+                    if constexpr (G) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
+                        const iv exact = simd::partial_sum(isum[r][q][v]) - iv(8 * a[r * lda].sum[blk]);
                         const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
                         acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
                     } else {

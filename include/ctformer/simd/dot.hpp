@@ -5,6 +5,8 @@
 //                 no vectors)
 //   dot_i8(acc, w, x)    acc[i] += Σ_j w[i].byte(j) · x[i].byte(j), w and x signed, in [-127, 127]
 //   dot_u8(acc, u, x)    the same with u unsigned, in [0, 127]
+//   dot_u4x2(p, u, x, v, y), partial_sum(p)   two dot_u8 with u, v in [0, 15] (int4 levels), summed
+//                        in 16 bits where that pays (x86), widened once per block
 //
 //   x86 (SSSE3 to AVX-512)   maddubs (u8 · s8 -> pairs in s16) + madd with ones; VNNI's dpbusd where
 //                            the compiler targets it. Signed · signed: |x| · (w with x's sign).
@@ -68,6 +70,33 @@ template <class R> inline R maddubs_acc(R acc, R u, R x) {
     } else
 #endif
         return _mm_add_epi32(acc, _mm_madd_epi16(_mm_maddubs_epi16(u, x), _mm_set1_epi16(1)));
+}
+template <class R> inline R maddubs(R u, R x) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) return _mm512_maddubs_epi16(u, x); else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) return _mm256_maddubs_epi16(u, x); else
+#endif
+    return _mm_maddubs_epi16(u, x);
+}
+template <class R> inline R madd(R a, R b) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) return _mm512_madd_epi16(a, b); else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) return _mm256_madd_epi16(a, b); else
+#endif
+    return _mm_madd_epi16(a, b);
+}
+template <class R> inline R add_i16(R a, R b) {
+#if defined(__AVX512BW__)
+    if constexpr (sizeof(R) == 64) return _mm512_add_epi16(a, b); else
+#endif
+#if defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) return _mm256_add_epi16(a, b); else
+#endif
+    return _mm_add_epi16(a, b);
 }
 // w with the sign of x, bytewise (where x = 0 anything: it meets |x| = 0).
 template <class R> inline R sign_i8(R w, R x) {
@@ -138,6 +167,29 @@ inline int32x4_t neon_dot(int32x4_t acc, int8x16_t a, int8x16_t x) {
     } else
 #endif
         return detail::dot_fields<false>(acc, u, x);
+}
+
+// int4 levels: p (a partial sum, from ivec(0)) += Σ_j u[i].byte(j) · x[i].byte(j) + v[i].byte(j) ·
+// y[i].byte(j), u and v unsigned in [0, 15], x and y signed; at most 4 calls before partial_sum(p)
+// gives the int32 lanes. x86 keeps the partial sums in 16 bits (4 · 2 · 2 · 15 · 127 < 2^15) and
+// widens once; elsewhere p is the int32 sum.
+[[gnu::always_inline]] inline ivec dot_u4x2(const ivec& p, const ivec& u, const ivec& x, const ivec& v, const ivec& y) {
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    if constexpr (!std::is_same_v<ivec, std::int32_t>) {
+        using R = typename ivec::register_type;
+        return ivec(detail::add_i16(R(p), detail::add_i16(detail::maddubs(R(u), R(x)), detail::maddubs(R(v), R(y)))));
+    } else
+#endif
+        return dot_u8(dot_u8(p, u, x), v, y);
+}
+[[gnu::always_inline]] inline ivec partial_sum(const ivec& p) {
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    if constexpr (!std::is_same_v<ivec, std::int32_t>) {
+        using R = typename ivec::register_type;
+        return ivec(detail::madd(R(p), R(ivec(0x00010001))));
+    } else
+#endif
+        return p;
 }
 
 }  // namespace ctformer::simd
