@@ -162,8 +162,9 @@ template <class P> double stored_step_bytes(const shape& s, const P& p) {
 
 // One token through the caches: self cache at `s.T` positions after the step, memory s.S.
 // Fmt: the weights' format; weightGB/s counts the bytes as stored (quantized: words and scales).
-template <const shape& s, class Fmt = ct::dense> void BM_ctformer_step(benchmark::State& st) {
-    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::weights<Fmt>>;
+// KV: the KV caches' format (ct::kv_cache<KV>: dense or bf16).
+template <const shape& s, class Fmt = ct::dense, class KV = ct::dense> void BM_ctformer_step(benchmark::State& st) {
+    using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::weights<Fmt>, ct::kv_cache<KV>>;
     using Params = typename L::Params;
     using Cache = typename L::template KVCache<1, s.T>;
     using Cross = typename L::template CrossKVCache<1, s.S>;
@@ -373,6 +374,13 @@ CT_BENCH((BM_step_gemvs<base, ct::int8_dot<ct::int8_per_channel>>), "step/base/g
 CT_BENCH((BM_step_gemvs<base, ct::int8_dot<ct::int4_group<32>>>), "step/base/gemvs_only_int4_a8");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_dot<ct::int8_per_channel>>), "layer/base/ctformer_int8_a8");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::int8_dot<ct::int4_group<32>>>), "layer/base/ctformer_int4_a8");
+// ... and with bf16 KV caches (self cache 128 positions, memory 128: 1 MB of fp32 keys and values a step)
+CT_BENCH((BM_ctformer_step<base, ct::dense, ct::bf16>), "step/base/ctformer_bf16kv");
+CT_BENCH((BM_ctformer_step<base, ct::int8_dot<ct::int4_group<32>>, ct::bf16>), "step/base/ctformer_int4_a8_bf16kv");
+CT_BENCH((BM_ctformer_step<long_ctx>), "step/long/ctformer");
+CT_BENCH((BM_ctformer_step<long_ctx, ct::dense, ct::bf16>), "step/long/ctformer_bf16kv");
+CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>>), "step/long/ctformer_int4_a8");
+CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>, ct::bf16>), "step/long/ctformer_int4_a8_bf16kv");
 CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
 CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");

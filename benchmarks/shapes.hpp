@@ -14,6 +14,9 @@ inline constexpr shape base{"base", 1, 128, 128, 512, 8, 2048};
 inline constexpr shape batched{"batched", 8, 32, 32, 128, 4, 512};
 inline constexpr shape gpt{"gpt", 1, 64, 64, 256, 4, 1024, false};
 inline constexpr shape llama{"llama", 1, 64, 64, 256, 4, 1024, false, true};
+// A decoding step deep into a long context: the base layer with 2048 cached positions (8 MB of
+// fp32 keys and values, more than its int4 weights)
+inline constexpr shape long_ctx{"long", 1, 2048, 128, 512, 8, 2048};
 
 // Dense FLOPs of one forward (2 per multiply-add; attention counted as if unmasked).
 constexpr double layer_flops(const shape& s) {

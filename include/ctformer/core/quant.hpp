@@ -59,11 +59,14 @@ template <class F> struct int8_dot : F {
 template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
 
 namespace quant {
-// float -> bfloat16 bits, round to nearest even (finite inputs: the loader rejects NaN and inf).
-inline std::uint32_t bf16_bits(float x) {
+// float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
+constexpr std::uint32_t bf16_bits(float x) {
     const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+// bfloat16 bits -> the float they are the upper half of (exact).
+constexpr float bf16_value(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t(b) << 16); }
 // Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of).
 template <class Fmt> inline float decode(std::uint32_t w, std::size_t slot) {
     if constexpr (std::is_same_v<Fmt, bf16>) {
@@ -162,6 +165,18 @@ struct is_quantized_weight<QuantizedWeight<F, O, I, S>> : std::true_type {};
 template <class X> inline constexpr bool is_quantized_weight_v = is_quantized_weight<std::remove_cv_t<X>>::value;
 template <class F, std::size_t O, std::size_t I, std::size_t S>
 struct is_tensor_storage<QuantizedWeight<F, O, I, S>> : std::true_type {};
+
+// A KV cache's element for format F (ct::kv_cache<F>): the layer's T, or bf16 bits (float layers).
+template <class T, class F> using cache_element_t = std::conditional_t<std::is_same_v<F, bf16>, std::uint16_t, T>;
+// x as a cache of element E stores it (bf16: rounded to nearest even), and back.
+template <class E, class T> constexpr E to_cache(T x) {
+    if constexpr (std::is_same_v<E, T>) return x;
+    else return static_cast<E>(quant::bf16_bits(x));
+}
+template <class T, class E> constexpr T from_cache(E x) {
+    if constexpr (std::is_same_v<E, T>) return x;
+    else return quant::bf16_value(x);
+}
 
 // A Linear weight (Out, In) in format Fmt for a layer of dtype T.
 template <class Fmt, class T, std::size_t Out, std::size_t In, std::size_t Seg = Out>

@@ -50,12 +50,27 @@ template <class T> struct keys_ref {
 // out: (rows, Dh) at ldo += p · v: (n, Dh) at ldv with p[r, j] at p[r * pr + j * pj], skipping
 // every zero probability: the exact path when some value is not finite, where a blocked key
 // (p = 0) must contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
-template <class T>
+// (v as E: T, or a bf16 cache's bits.)
+template <class T, class E>
 constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t pr,
-                                     std::size_t pj, const T* v, std::size_t ldv, T* out, std::size_t ldo) {
+                                     std::size_t pj, const E* v, std::size_t ldv, T* out, std::size_t ldo) {
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t j = 0; j < n; ++j)
-            if (const T x = p[r * pr + j * pj]; x != T(0)) kernels::axpy(out + r * ldo, v + j * ldv, x, Dh);
+            if (const T x = p[r * pr + j * pj]; x != T(0)) {
+                if constexpr (std::is_same_v<E, T>) kernels::axpy(out + r * ldo, v + j * ldv, x, Dh);
+                else
+                    for (std::size_t d = 0; d < Dh; ++d) out[r * ldo + d] += x * from_cache<T>(v[j * ldv + d]);
+            }
+}
+// Whether rows (rows, cols) at ldx of E are all finite (bf16 bits: exponent not all ones).
+template <class T, class E> constexpr bool cache_all_finite(const E* x, std::size_t rows, std::size_t cols, std::size_t ldx) {
+    if constexpr (std::is_same_v<E, T>) return kernels::all_finite(x, rows, cols, ldx);
+    else {
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < cols; ++j)
+                if ((x[i * ldx + j] & 0x7f80u) == 0x7f80u) return false;
+        return true;
+    }
 }
 
 namespace detail {
@@ -166,14 +181,14 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
 // at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
 // bookkeeping: the row's scores fill the whole scratch (tile keys per pass, online softmax across
 // passes), so a step costs one GEMV along the keys, one softmax and one GEMV along the values.
-template <std::size_t Dh, class T, class Mask, class Drop>
-constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t ldk, const T* v, std::size_t ldv, T* out,
+template <std::size_t Dh, class T, class Mask, class Drop, class E>
+constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t ldk, const E* v, std::size_t ldv, T* out,
                          T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
                          const Drop& drop, dropout_site site, T* lse = nullptr) {
     const std::size_t kend = mask.key_end(hr.b, qpos, S);
     // keys below kend can be blocked only by an element mask or dropout
     const bool drops = drop.drops(site);
-    const bool v_finite = !(Mask::has_apply || drops) || kernels::all_finite(v, kend, Dh, ldv);
+    const bool v_finite = !(Mask::has_apply || drops) || cache_all_finite<T>(v, kend, Dh, ldv);
     T m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
     for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
@@ -199,12 +214,17 @@ constexpr void attend_query(std::size_t S, const T* q, const T* kt, std::size_t 
 
 // One head's attention, q: (Tq, Dh), keys k (S of them), v: (S, Dh) -> out: (Tq, Dh) (and lse):
 // attend_head, or attend_query for one query row over transposed keys (a decoding step). The
-// views are unpacked here, at the boundary: the bodies index plain pointers.
-template <std::size_t Dh, class T, class Mask, class Drop>
-constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<T> k, strided<const T> v,
+// views are unpacked here, at the boundary: the bodies index plain pointers. A bf16 cache (E not
+// T) is read by attend_query, row by row: it widens each vector as it loads it.
+template <std::size_t Dh, class T, class Mask, class Drop, class E>
+constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<E> k, strided<const E> v,
                       strided<T> out, T* scores, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
                       const Drop& drop, dropout_site site, T* lse = nullptr) {
-    if (Tq == 1 && k.transposed)
+    if constexpr (!std::is_same_v<E, T>) {
+        for (std::size_t i = 0; i < Tq; ++i)
+            attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, attention_row_block * attention_key_tile,
+                             scale, mask, hr, qpos0 + i, drop, site, lse ? lse + i : nullptr);
+    } else if (Tq == 1 && k.transposed)
         attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, attention_row_block * attention_key_tile, scale,
                          mask, hr, qpos0, drop, site, lse);
     else

@@ -20,7 +20,7 @@ namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
 struct score_scale; struct check_finite; struct kv_heads; struct rope; struct max_positions; struct gated;
-struct param_names; struct weights;
+struct param_names; struct weights; struct kv_cache;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -88,6 +88,13 @@ template <long long Num, long long Den = 1> using norm_eps = layer_norm_eps<Num,
 // the layer's dtype; quantized layers are for inference (forward, step, generate).
 // weights<F, int8_activations> (F int8 or int4): each matrix product quantizes its input rows to
 // int8 per block of 32 and multiplies integers (faster, a second rounding: docs/quantization.md).
+// kv_cache<bf16>: the KV caches (self and cross) store keys and values as bf16 (rounded to nearest
+// even): half the memory; attention widens them as it reads (float layers).
+template <class F> struct kv_cache {
+    static_assert(std::is_same_v<F, dense> || std::is_same_v<F, bf16>, "ctformer: ct::kv_cache<F>: F is ct::dense or ct::bf16");
+    using option_tag = tag::kv_cache;
+    using type = F;
+};
 struct float_activations {};
 struct int8_activations {};
 template <class F, class A = float_activations> struct weights {
@@ -126,7 +133,7 @@ template <class... Opts> struct config {
                       unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
                       unique<tag::check_finite> && unique<tag::kv_heads> && unique<tag::rope> &&
                       unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names> &&
-                      unique<tag::weights>,
+                      unique<tag::weights> && unique<tag::kv_cache>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
 
@@ -156,6 +163,8 @@ template <class... Opts> struct config {
         std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
     using weight_format = typename detail::pick<tag::weights, weights<dense>, Opts...>::type;
     static constexpr bool quantized = is_quantized_format<weight_format>;
+    using cache_format = typename detail::pick<tag::kv_cache, kv_cache<dense>, Opts...>::type;
+    using cache_element = cache_element_t<value_type, cache_format>;  // what a KV cache stores
 
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");
     static_assert(d_model > 0, "ctformer: d_model is zero or missing (add ct::d_model<N>)");
@@ -182,6 +191,8 @@ template <class... Opts> struct config {
     static_assert(!rope || (rotary_dim % 2 == 0 && rotary_dim <= head_dim),
                   "ctformer: RoPE's rotary dimension must be even and at most head_dim");
     static_assert(!rope || rope_type::theta > 0, "ctformer: rope_theta must be positive");
+    static_assert(std::is_same_v<cache_format, dense> || std::is_same_v<value_type, float>,
+                  "ctformer: bf16 KV caches (ct::kv_cache<ct::bf16>) are for float layers: drop ct::dtype<double>");
     static_assert(!quantized || std::is_same_v<value_type, float>,
                   "ctformer: quantized weights (ct::weights<...>) run float layers: drop ct::dtype<double>");
     static_assert(d_model % weight_format::per_word == 0 && ffn_dim % weight_format::per_word == 0,

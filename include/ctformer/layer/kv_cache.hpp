@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 
+#include "../core/quant.hpp"
 #include "../core/role_size.hpp"
 #include "../core/status.hpp"
 
@@ -18,23 +19,24 @@ namespace ctformer {
 namespace detail {
 struct cache_access;  // the layer's (and stacks') way to advance a cache's lengths
 
-// Keys transposed per head, kt: (Dh, Capacity), and values (Capacity, Dh), per (b, h).
-// Zero-initialized: a step reads whole vectors of keys past a row's length (and ignores them).
-template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity> struct kv_storage {
-    alignas(64) T kt[B * H * Dh * Capacity]{};
-    alignas(64) T v[B * H * Capacity * Dh]{};
+// Keys transposed per head, kt: (Dh, Capacity), and values (Capacity, Dh), per (b, h), as E (T,
+// or bf16 bits: core/quant.hpp's cache_element_t). Zero-initialized: a step reads whole vectors of
+// keys past a row's length (and ignores them).
+template <class E, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity> struct kv_storage {
+    alignas(64) E kt[B * H * Dh * Capacity]{};
+    alignas(64) E v[B * H * Capacity * Dh]{};
 
-    T* keys_t(std::size_t b, std::size_t h) { return kt + (b * H + h) * Dh * Capacity; }
-    const T* keys_t(std::size_t b, std::size_t h) const { return kt + (b * H + h) * Dh * Capacity; }
-    T* values(std::size_t b, std::size_t h) { return v + (b * H + h) * Capacity * Dh; }
-    const T* values(std::size_t b, std::size_t h) const { return v + (b * H + h) * Capacity * Dh; }
-    // Stores key/value rows k: (Dh), v: (Dh) of position pos for (b, h).
-    void put(std::size_t b, std::size_t h, std::size_t pos, const T* k, const T* vv) {
-        T* kt_h = keys_t(b, h);
-        T* v_h = values(b, h) + pos * Dh;
+    E* keys_t(std::size_t b, std::size_t h) { return kt + (b * H + h) * Dh * Capacity; }
+    const E* keys_t(std::size_t b, std::size_t h) const { return kt + (b * H + h) * Dh * Capacity; }
+    E* values(std::size_t b, std::size_t h) { return v + (b * H + h) * Capacity * Dh; }
+    const E* values(std::size_t b, std::size_t h) const { return v + (b * H + h) * Capacity * Dh; }
+    // Stores key/value rows k: (Dh), v: (Dh) of position pos for (b, h) (rounded, for bf16).
+    template <class T> void put(std::size_t b, std::size_t h, std::size_t pos, const T* k, const T* vv) {
+        E* kt_h = keys_t(b, h);
+        E* v_h = values(b, h) + pos * Dh;
         for (std::size_t d = 0; d < Dh; ++d) {
-            kt_h[d * Capacity + pos] = k[d];
-            v_h[d] = vv[d];
+            kt_h[d * Capacity + pos] = to_cache<E>(k[d]);
+            v_h[d] = to_cache<E>(vv[d]);
         }
     }
 };
@@ -42,14 +44,16 @@ template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Cap
 
 // Self-attention keys/values of up to Capacity positions per batch row. The lengths are private:
 // only a step advances them (never past Capacity), and reset/truncate rewind them.
-template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity>
-class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity>, public sized_role<KVCache<T, B, H, Dh, Capacity>> {
+// E: what it stores (T, or bf16 bits: ct::kv_cache<ct::bf16>).
+template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Capacity, class E = T>
+class KVCache : public detail::kv_storage<E, B, H, Dh, Capacity>, public sized_role<KVCache<T, B, H, Dh, Capacity, E>> {
     static_assert(B > 0 && Capacity > 0, "ctformer: a KV cache needs a non-zero batch and capacity");
     std::array<std::size_t, B> len_{};  // cached positions per batch row, each <= Capacity
     friend struct detail::cache_access;
 
   public:
     using value_type = T;
+    using element_type = E;
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = Capacity;
 
     // Positions cached for batch row b (0 for b >= batch).
@@ -74,14 +78,15 @@ class KVCache : public detail::kv_storage<T, B, H, Dh, Capacity>, public sized_r
 // Cross-attention keys/values of the S memory positions: filled by fill_cross_cache, then only
 // read. Its own state is one flag: reset() empties it (a step then returns errc::cache_empty);
 // it has no per-row lengths to truncate.
-template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S>
-class CrossKVCache : public detail::kv_storage<T, B, H, Dh, S>, public sized_role<CrossKVCache<T, B, H, Dh, S>> {
+template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S, class E = T>
+class CrossKVCache : public detail::kv_storage<E, B, H, Dh, S>, public sized_role<CrossKVCache<T, B, H, Dh, S, E>> {
     static_assert(B > 0 && S > 0, "ctformer: a cross KV cache needs a non-zero batch and source length");
     bool filled_ = false;
     friend struct detail::cache_access;
 
   public:
     using value_type = T;
+    using element_type = E;
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = S, src_len = S;
 
     bool filled() const { return filled_; }

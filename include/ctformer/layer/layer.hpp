@@ -67,8 +67,9 @@ template <class Cfg> struct Layer {
     using Activations = ctformer::Activations<Cfg, B, Tq, S>;
     template <std::size_t B, std::size_t Chunk> using StepWorkspace = ctformer::StepWorkspace<Cfg, B, Chunk>;
     // A self-attention cache holds the kv_heads key/value heads (GQA: heads/kv_heads times smaller).
-    template <std::size_t B, std::size_t Capacity> using KVCache = ctformer::KVCache<T, B, Cfg::kv_heads, Dh, Capacity>;
-    template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S>;
+    template <std::size_t B, std::size_t Capacity>
+    using KVCache = ctformer::KVCache<T, B, Cfg::kv_heads, Dh, Capacity, typename Cfg::cache_element>;
+    template <std::size_t B, std::size_t S> using CrossKVCache = ctformer::CrossKVCache<T, B, H, Dh, S, typename Cfg::cache_element>;
 
     // ---- One set of entry points for both kinds of layer ----
     // The memory argument (mem, d_memory, a step's cross cache) is a tensor or CrossKVCache for a

@@ -106,9 +106,10 @@ template <class Cfg> struct attention {
     // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
     // The full forward reads its projections where they are; the step appends them to a KVCache
     // and reads the cache (keys transposed). Everything else in the pipeline is shared.
-    struct kv_view {
-        keys_ref<T> k;
-        strided<const T> v;  // values: (keys, Dh)
+    // (E: what the keys and values are stored as: T, or a bf16 cache's bits)
+    template <class E = T> struct kv_view {
+        keys_ref<E> k;
+        strided<const E> v;  // values: (keys, Dh)
         std::size_t keys;   // number of keys visible to this call
         std::size_t rows;   // query rows of batch row b in this call
         std::size_t qpos0;  // absolute position of the first query row
@@ -118,7 +119,7 @@ template <class Cfg> struct attention {
     // b's rows start (first_pos) and how many are fed, for RoPE.)
     struct transient_self {
         std::size_t Tq;
-        constexpr kv_view operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
+        constexpr kv_view<> operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
             return {{k, ld, false}, {v, ld}, Tq, Tq, 0};
         }
         constexpr std::size_t first_pos(std::size_t) const { return 0; }
@@ -131,7 +132,7 @@ template <class Cfg> struct attention {
         T* kv_mem;     // (rows, 2D) at stride kv_ld: k | v per memory row
         std::size_t rows, S, Tq;
         constexpr void project(const Params& p, T* pack) const { project_memory(p, mem, rows, kv_mem, kv_ld, pack); }
-        constexpr kv_view operator()(std::size_t b, std::size_t h) const {
+        constexpr kv_view<> operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * kv_ld + h * Dh;
             return {{kv, kv_ld, false}, {kv + D, kv_ld}, S, Tq, 0};
         }
@@ -141,7 +142,8 @@ template <class Cfg> struct attention {
         Cache& cache;
         const std::array<std::size_t, Cache::batch>& pos0;
         const std::array<std::size_t, Cache::batch>& count;
-        constexpr kv_view operator()(std::size_t b, std::size_t kh, const T* k, const T* v, std::size_t ld) const {
+        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t kh, const T* k, const T* v,
+                                                                   std::size_t ld) const {
             for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, kh, pos0[b] + i, k + i * ld, v + i * ld);
             return {{cache.keys_t(b, kh), Cache::capacity, true}, {cache.values(b, kh), Dh}, pos0[b] + count[b],
                     count[b], pos0[b]};
@@ -155,7 +157,7 @@ template <class Cfg> struct attention {
         const std::array<std::size_t, B>& pos0;
         const std::array<std::size_t, B>& count;
         constexpr void project(const Params&, T*) const {}
-        constexpr kv_view operator()(std::size_t b, std::size_t h) const {
+        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t h) const {
             return {{cache.keys_t(b, h), Cache::capacity, true}, {cache.values(b, h), Dh}, Cache::capacity, count[b],
                     pos0[b]};
         }
@@ -215,7 +217,7 @@ template <class Cfg> struct attention {
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t kh = 0; kh < KH; ++kh) {
                 const T* base = bf.qkv + b * Tq * qkv_ld;
-                const kv_view kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
+                const auto kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
                 for (std::size_t h = kh * G; h < (kh + 1) * G; ++h)
                     attend<Dh>(kv.rows, kv.keys, strided<const T>{base + h * Dh, qkv_ld}, kv.k, kv.v,
                                strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, bf.scores, scale, mask, head_ref{b, h, H},
@@ -243,7 +245,7 @@ template <class Cfg> struct attention {
         const T scale = score_scale();
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t h = 0; h < H; ++h) {
-                const kv_view kv = src(b, h);
+                const auto kv = src(b, h);
                 attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
                            strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, bf.scores, scale, mask, head_ref{b, h, H},
                            kv.qpos0, drop, dropout_site::cross_attn_weights,

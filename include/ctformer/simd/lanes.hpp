@@ -2,6 +2,8 @@
 // of one vector (sums, maxima, transposes), each with a scalar branch where vec<T> is T.
 #pragma once
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
@@ -26,6 +28,20 @@ template <class T> inline void store(T* p, const vec<T>& v) {
     *p = v;
 }
 template <class T> inline vec<T> splat(T x) { return vec<T>(x); }
+// A vector of T from p: T itself, or (T float) bf16 bits widened: the upper halves of the floats.
+template <class T, class E> [[gnu::always_inline]] inline vec<T> load_as(const E* p) {
+    if constexpr (std::is_same_v<E, T>) return load(p);
+    else {
+        static_assert(std::is_same_v<T, float> && std::is_same_v<E, std::uint16_t>, "ctformer: bf16 widens to float");
+#if CTFORMER_XSIMD
+        if constexpr (vectorized<float>) {  // zero-extend the 16-bit lanes, shift them up
+            using U = xsimd::batch<std::uint32_t, arch>;
+            return xsimd::bitwise_cast<vec<float>>(U::load_unaligned(p) << 16);
+        } else
+#endif
+            return std::bit_cast<float>(std::uint32_t(*p) << 16);
+    }
+}
 // a·b + c on vectors: one rounding where the arch has a fused multiply-add. xsimd 8.1 gives
 // AVX-512 none (its generic a*b + c, fused only if the compiler contracts it: not under
 // -ffp-contract=off, nor by clang at -O0 with -ffp-contract=fast, where AdamW's bit-for-bit test

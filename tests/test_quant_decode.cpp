@@ -1,9 +1,14 @@
-// int8 activations (ct::weights<F, ct::int8_activations>; simd/dot.hpp, kernels/gemv_int8.hpp):
-// the byte dot products against scalar arithmetic, the activation quantizer's rounding, every
-// kernel path against a double product of the dequantized activations and weights (the integer
-// sums are exact: float rounding only), and the models against their float-activation twins at
-// the tolerance the activations' rounding allows (docs/quantization.md).
+// The decoding options beside weight formats: int8 activations (ct::weights<F, ct::int8_activations>;
+// simd/dot.hpp, kernels/gemv_int8.hpp) and bf16 KV caches (ct::kv_cache<ct::bf16>).
+// int8 activations: the byte dot products against scalar arithmetic, the activation quantizer's
+// rounding, every kernel path against a double product of the dequantized activations and weights
+// (the integer sums are exact: float rounding only), and the models against their float-activation
+// twins at the tolerance the activations' rounding allows. bf16 caches: the attention kernels over
+// a bf16 cache against the same kernels over a float cache holding the widened values (equal), and
+// the layer and models stepping against their forward at bf16's tolerance (docs/quantization.md).
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -205,7 +210,7 @@ TEST_CASE("quant int8: int4 groups wider than a block (64: two blocks of 32 a gr
     int8_kernel_case<ct::int8_dot<ct::int4_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
 }
 
-// ---- Models: against the same weights with float activations ----
+// ---- Models: against the same weights without the option ----
 
 template <class... O>
 using LlamaS = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::kv_heads<2>, O...>;
@@ -213,10 +218,14 @@ using LlamaS = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<4
 // The activations' rounding against float activations (same quantized weights): measured 0.2-0.7%
 // of the logits' max magnitude on this fixture; the bound leaves room for other ISAs' roundings.
 constexpr double int8_act_tol = 4e-2;
+// A step over bf16 keys and values against the forward (float throughout): measured 0.05-0.09%
+// (0.9% with int4 weights and int8 activations besides).
+constexpr double bf16_cache_tol = 2e-2;
 
-template <class F> void llama_int8_case() {
-    using MQ = LlamaS<ct::weights<F, ct::int8_activations>>;
-    using MF = LlamaS<ct::weights<F>>;
+// MQ (with the option) against MF (the same weights without it): the forward logits (within
+// fwd_tol; 0: equal), step token by token against MQ's own forward (within step_tol), and greedy
+// generation whose every token is the argmax of MQ's own step logits.
+template <class MQ, class MF> void option_case(const char* what, double fwd_tol, double step_tol) {
     constexpr std::size_t B = 2, T = 7, V = MQ::vocab;
     static typename MQ::Params q;
     static typename MF::Params f;
@@ -233,12 +242,12 @@ template <class F> void llama_int8_case() {
     static typename MF::template Workspace<B, T> wf;
     REQUIRE(MQ::forward(q, wq, tokens, lq).ok());
     REQUIRE(MF::forward(f, wf, tokens, lf).ok());
-    const double fwd = check_rel("int8 activations vs float activations", lq.data(), lf.data(), lq.size, int8_act_tol);
+    const double fwd = check_rel("with the option vs without", lq.data(), lf.data(), lq.size, fwd_tol);
+    if (fwd_tol > 0) CHECK(fwd > 0);  // the option rounds: a different path from the float one
     const double vs_torch = test::compare(lq.data(), torch.data(), lq.size).max_abs / max_abs(torch.data(), torch.size);
-    CHECK(fwd > 0);  // the activations were rounded: a different path from the float one
 
-    // step token by token = the forward's rows (the same kernel per row; float roundings upstream
-    // may move an activation across a rounding boundary: one step of one block)
+    // step token by token = the forward's rows (int8 activations: the same kernel per row; float
+    // roundings upstream may move an activation across a rounding boundary: one step of one block)
     static typename MQ::template KVCache<B, T> cq;
     static typename MQ::template StepWorkspace<B, 1> sq;
     static ct::Tensor<ct::token, B, 1> one;
@@ -250,7 +259,7 @@ template <class F> void llama_int8_case() {
         REQUIRE(MQ::step(q, sq, cq, one, step_logits).ok());
         for (std::size_t b = 0; b < B; ++b)
             worst_step = std::max(worst_step, check_rel("step vs forward", step_logits.data() + b * V,
-                                                        lq.data() + (b * T + t) * V, V, 1e-3));
+                                                        lq.data() + (b * T + t) * V, V, step_tol));
     }
     // greedy generation: every token the argmax of the model's own step logits
     static typename MQ::template KVCache<1, MQ::context> gq, sq1;
@@ -273,13 +282,15 @@ template <class F> void llama_int8_case() {
         REQUIRE(MQ::step(q, sw1, sq1, tok, lg).ok());
         if (t >= 2) CHECK(seq[t + 1] == ct::token(std::max_element(lg.data(), lg.data() + V) - lg.data()));
     }
-    std::printf("  quant %s + int8 activations, llama_gqa: %.3g of max vs float activations, step %.3g; %.3g vs PyTorch fp32\n",
-                fmt_name<F>(), fwd, worst_step, vs_torch);
+    std::printf("  %-28s llama_gqa: forward %.3g of max vs without, step %.3g vs its forward; %.3g vs PyTorch fp32\n",
+                what, fwd, worst_step, vs_torch);
 }
 
 TEST_CASE("quant int8: Llama (GQA, SwiGLU, RoPE) with int8 activations: forward, step, generate") {
-    llama_int8_case<ct::int8_per_channel>();
-    llama_int8_case<ct::int4_group<16>>();
+    option_case<LlamaS<ct::weights<ct::int8_per_channel, ct::int8_activations>>, LlamaS<ct::weights<ct::int8_per_channel>>>(
+        "int8 + int8 activations", int8_act_tol, 1e-3);
+    option_case<LlamaS<ct::weights<ct::int4_group<16>, ct::int8_activations>>, LlamaS<ct::weights<ct::int4_group<16>>>>(
+        "int4 + int8 activations", int8_act_tol, 1e-3);
 }
 
 TEST_CASE("quant int8: the decoder layer (cross-attention, packed in_proj) with int8 activations") {
@@ -301,6 +312,118 @@ TEST_CASE("quant int8: the decoder layer (cross-attention, packed in_proj) with 
     const double e = check_rel("int8 activations vs float activations", out_q.data(), out_f.data(), out_q.size, int8_act_tol);
     CHECK(e > 0);
     std::printf("  quant int8 + int8 activations, decoder layer D16: %.3g of max vs float activations\n", e);
+}
+
+// ---- bf16 KV caches ----
+
+TEST_CASE("bf16 cache: rounding to nearest even; inf and NaN kept") {
+    CHECK(ct::quant::bf16_bits(1.f) == 0x3f80u);
+    CHECK(ct::quant::bf16_bits(std::numeric_limits<float>::infinity()) == 0x7f80u);
+    CHECK(ct::quant::bf16_value(std::uint16_t(ct::quant::bf16_bits(-std::numeric_limits<float>::infinity()))) ==
+          -std::numeric_limits<float>::infinity());
+    for (std::uint32_t nan : {0x7fc00000u, 0x7fffffffu, 0xffffffffu, 0x7f800001u})
+        CHECK(std::isnan(ct::quant::bf16_value(std::uint16_t(ct::quant::bf16_bits(std::bit_cast<float>(nan))))));
+    CHECK(ct::quant::bf16_bits(std::numeric_limits<float>::max()) == 0x7f80u);  // rounds up to inf (as torch's bf16)
+}
+
+// The attention of a step over a bf16 cache = over a float cache holding the widened values:
+// one query row (attend_query's GEMVs, widening as they load), three rows (row by row), a causal
+// mask, a key mask that blocks a NaN value.
+TEST_CASE("bf16 cache: attention over bf16 keys and values = over their widened values") {
+    constexpr std::size_t Dh = 24, S = 70;  // (24: a partial vector on AVX-512; 70: a tail past whole vectors)
+    using C16 = ct::KVCache<float, 1, 1, Dh, S, std::uint16_t>;
+    using C32 = ct::KVCache<float, 1, 1, Dh, S>;
+    static C16 c16;
+    static C32 c32;
+    const std::vector<float> kv = random_values(2 * S * Dh, 31), q = random_values(3 * Dh, 32);
+    std::vector<float> k_round(Dh), v_round(Dh);
+    for (std::size_t j = 0; j < S; ++j) {
+        const float* k = kv.data() + j * Dh;
+        std::vector<float> v(kv.begin() + (S + j) * Dh, kv.begin() + (S + j + 1) * Dh);
+        if (j == 40) v[3] = std::numeric_limits<float>::quiet_NaN();  // blocked below
+        for (std::size_t d = 0; d < Dh; ++d) {
+            k_round[d] = ct::quant::bf16_value(std::uint16_t(ct::quant::bf16_bits(k[d])));
+            v_round[d] = ct::quant::bf16_value(std::uint16_t(ct::quant::bf16_bits(v[d])));
+        }
+        c16.put(0, 0, j, k, v.data());
+        c32.put(0, 0, j, k_round.data(), v_round.data());
+    }
+    static float scores[ct::attention_scratch_elems(Dh)];
+    const float scale = 0.2f;
+    auto run = [&](const auto& cache, std::size_t Tq, std::size_t n, const auto& mask, float* out) {
+        using E = typename std::remove_cvref_t<decltype(cache)>::element_type;
+        ct::attend<Dh>(Tq, n, ct::strided<const float>{q.data(), Dh}, ct::keys_ref<E>{cache.keys_t(0, 0), S, true},
+                       ct::strided<const E>{cache.values(0, 0), Dh}, ct::strided<float>{out, Dh}, scores, scale, mask,
+                       ct::head_ref{0, 0, 1}, n - Tq, ct::no_dropout{}, ct::dropout_site::self_attn_weights);
+    };
+    for (std::size_t Tq : {1, 3}) {
+        float a[3 * Dh], b[3 * Dh];
+        run(c16, Tq, 39, ct::causal{}, a);  // keys 0..38
+        run(c32, Tq, 39, ct::causal{}, b);
+        for (std::size_t i = 0; i < Tq * Dh; ++i) REQUIRE(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
+        // all 70 keys, the NaN one blocked by a key mask over its row
+        static ct::Tensor<bool, 1, S> blocked;
+        blocked.storage[40] = true;
+        const auto mask = ct::key_padding(blocked);
+        run(c16, Tq, S, mask, a);
+        run(c32, Tq, S, mask, b);
+        for (std::size_t i = 0; i < Tq * Dh; ++i) {
+            REQUIRE(std::isfinite(a[i]));
+            REQUIRE(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
+        }
+    }
+    CHECK(sizeof(C16) * 2 <= sizeof(C32) + 64);  // half the memory
+}
+
+TEST_CASE("bf16 cache: Llama (GQA, RoPE) steps and generates over bf16 caches") {
+    option_case<LlamaS<ct::kv_cache<ct::bf16>>, LlamaS<>>("bf16 KV cache", 0, bf16_cache_tol);
+    option_case<LlamaS<ct::kv_cache<ct::bf16>, ct::weights<ct::int4_group<16>, ct::int8_activations>>,
+                LlamaS<ct::weights<ct::int4_group<16>, ct::int8_activations>>>("bf16 cache + int4 + int8 act", 0,
+                                                                               bf16_cache_tol);
+    static_assert(sizeof(LlamaS<ct::kv_cache<ct::bf16>>::KVCache<1, 32>) * 2 <= sizeof(LlamaS<>::KVCache<1, 32>) + 256);
+}
+
+// The decoder layer's self and cross caches in bf16, fed token by token and in chunks of 3 (the
+// multi-row step), against the layer's forward on the PyTorch fixture.
+template <std::size_t Chunk> void layer_bf16_case() {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::kv_cache<ct::bf16>>;
+    constexpr std::size_t B = 2, T = 5, S = 7, D = 16;
+    static L::Params p;
+    test::File file("post_relu_causal_mempad");
+    file.load(p, "params.");
+    static ct::Tensor<float, B, T, D> tgt, out, fwd, torch;
+    static ct::Tensor<float, B, S, D> mem;
+    file.read("input.tgt", tgt);
+    file.read("input.memory", mem);
+    file.read("output", torch);
+    static L::Workspace<B, T, S> w;
+    REQUIRE(L::forward(p, w, tgt, mem, fwd, ct::causal{}, ct::key_lengths{7, 4}).ok());
+    static L::KVCache<B, T> cache;
+    static L::CrossKVCache<B, S> cross;
+    static L::StepWorkspace<B, Chunk> sw;
+    static ct::Tensor<float, B, Chunk, D> x, y;
+    cache.reset();
+    L::fill_cross_cache(p, sw, cross, mem);
+    for (std::size_t t0 = 0; t0 < T; t0 += Chunk) {
+        const std::size_t n = std::min(Chunk, T - t0);
+        std::array<std::size_t, B> count{n, n};
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t d = 0; d < D; ++d) x(b, i, d) = tgt(b, t0 + i, d);
+        REQUIRE(L::step_ragged(p, sw, cache, cross, x, y, count, ct::causal{}, ct::key_lengths{7, 4}).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t d = 0; d < D; ++d) out(b, t0 + i, d) = y(b, i, d);
+    }
+    const double e = check_rel("bf16-cache steps vs forward", out.data(), fwd.data(), out.size, bf16_cache_tol);
+    const double vs_torch = check_rel("bf16-cache steps vs PyTorch", out.data(), torch.data(), out.size, bf16_cache_tol);
+    CHECK(e > 0);
+    std::printf("  bf16 KV cache, decoder layer D16, chunks of %zu: %.3g of max vs forward, %.3g vs PyTorch\n", Chunk, e,
+                vs_torch);
+}
+TEST_CASE("bf16 cache: the decoder layer (self and cross caches), token by token and in chunks of 3") {
+    layer_bf16_case<1>();
+    layer_bf16_case<3>();
 }
 
 }  // namespace
