@@ -55,7 +55,8 @@ decode = load(os.environ["DECODE_JSON"])[1] if os.path.exists(os.environ.get("DE
 llamacpp = json.load(open(os.environ["LLAMACPP_JSON"])) if os.path.exists(os.environ.get("LLAMACPP_JSON", "")) else {}
 DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
 # ctformer's quantized stories15M against llama.cpp's file of the same weights in its nearest format
-QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"))
+QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"),
+                ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"))
 PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
     b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
@@ -253,17 +254,20 @@ p("*Its weight GEMVs alone*: `step/<shape>/gemvs_only`, the step's six weight GE
   "same weights, same order) without attention, norms or cache writes: the floor of a step on this "
   "machine, measured in this run. *Eigen step*: `eigen_decoder.hpp`'s `Layer::step`, the cached "
   "decoding step one writes with Eigen (checked against the Eigen forward before timing).\n")
-FORMATS = (("bf16", "bf16"), ("int8", "int8 per channel"), ("int4", "int4, groups of 32"))
+FORMATS = (("bf16", "bf16"), ("int8", "int8 per channel"), ("int4", "int4, groups of 32"),
+           ("int8_a8", "int8 + int8 activations"), ("int4_a8", "int4 (G 32) + int8 activations"))
+# the KV caches in bf16 (ct::kv_cache<bf16>), with fp32 weights and with int4 + int8 activations
+KV_FORMATS = (("bf16kv", "fp32, bf16 KV cache"), ("int4_a8_bf16kv", "int4 + int8 act., bf16 KV cache"))
 def qratio(kind, shape, f):  # a quantized format's time over fp32's, same benchmark and run
     a, b = layer.get("%s/%s/ctformer_%s" % (kind, shape, f)), layer.get("%s/%s/ctformer" % (kind, shape))
     return us(a) / us(b) if a and b else None
 if layer.get("step/base/ctformer_int8"):
-    p("## Quantized weights (`ct::weights<F>`: weight-only, float activations)\n")
+    p("## Quantized weights (`ct::weights<F>`, `ct::weights<F, ct::int8_activations>`) and bf16 KV caches\n")
     p("| benchmark | fp32 | format | time | × fp32 | weight bytes | weight bytes / time | its GEMVs alone (fp32 → format) |")
     p("|---|---|---|---|---|---|---|---|")
-    for kind, shape in (("step", "tiny"), ("step", "base"), ("layer", "base")):
+    for kind, shape in (("step", "tiny"), ("step", "base"), ("step", "long"), ("layer", "base")):
         d = layer.get("%s/%s/ctformer" % (kind, shape))
-        for f, name in FORMATS:
+        for f, name in FORMATS + KV_FORMATS:
             b = layer.get("%s/%s/ctformer_%s" % (kind, shape, f))
             if not b or not d:
                 continue
@@ -276,7 +280,11 @@ if layer.get("step/base/ctformer_int8"):
     p("\n*step*: one token through the caches (the base step streams its 6D² + 2DF weights once; *its "
       "GEMVs alone*: those six products without attention, norms or cache writes, `step/<shape>/gemvs_only_<f>`); "
       "*layer*: the forward of the base shape (128 rows: each weight block dequantized into the GEMM's "
-      "scratch and reused by every row). Weight bytes as stored: packed values and scales.\n")
+      "scratch and reused by every row; with int8 activations, the integer GEMV four rows at a time); "
+      "*long*: the base step with 2048 cached positions (8 MB of fp32 keys and values). + int8 activations: "
+      "`ct::weights<F, ct::int8_activations>` (each product quantizes its input rows per block of 32 and "
+      "multiplies integers); bf16 KV cache: `ct::kv_cache<ct::bf16>`. Weight bytes as stored: packed values "
+      "and scales.\n")
 p("## Training step (forward_train + backward, dropout 0; FLOPs = 3× the forward's)\n")
 p("| shape | ctformer | % of peak | libtorch autograd | vs libtorch | Activations | Workspace | Activations / Workspace |")
 p("|---|---|---|---|---|---|---|---|")
@@ -370,7 +378,8 @@ if decode and llamacpp:
                  lambda v: v >= 1.8) for m in DECODE_MODELS]
 if qratio("step", "base", "int8"):  # the quantized-weights issue
     targets += [("base step with %s weights ≤ %.2f× fp32's" % (f, lim), qratio("step", "base", f), "%.2f×",
-                 (lambda lim: lambda v: v <= lim)(lim)) for f, lim in (("bf16", 0.60), ("int8", 0.40), ("int4", 0.30))]
+                 (lambda lim: lambda v: v <= lim)(lim))
+                for f, lim in (("bf16", 0.60), ("int8", 0.40), ("int4", 0.30), ("int8_a8", 0.40), ("int4_a8", 0.30))]
     targets += [("tiny step with %s weights no slower than fp32" % f, qratio("step", "tiny", f), "%.2f×",
                  lambda v: v <= 1.0) for f, _ in FORMATS]
     targets += [("base forward with %s weights within 1.15× fp32" % f, qratio("layer", "base", f), "%.2f×",
@@ -407,8 +416,9 @@ if decode:
       "C++ programs, the better run kept (in its favour); its times include Node's per-call cost "
       "(`call_us`, one evaluate call, also listed). stories15M_int8 / _int4 (ct::weights<int8_per_channel> / "
       "<int4_group<32>>, quantized at load from the float file) are compared with llama.cpp's Q8_0 / Q4_0 files "
-      "of the same weights (ggml's reference quantizers, write_models.py); stories15M_bf16 has no llama.cpp peer "
-      "here.\n")
+      "of the same weights (ggml's reference quantizers, write_models.py), and so are _int8_a8 / _int4_a8 (the same "
+      "weights with int8 activations, as llama.cpp multiplies Q8_0 and Q4_0); stories15M_bf16 has no llama.cpp "
+      "peer here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
     p("|---|---|---|---|---|---|---|")
     for m in DECODE_MODELS + tuple(m for m, _ in QUANT_MODELS):

@@ -132,11 +132,14 @@ TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, S
     CHECK(n == 0);
 }
 
+// (the GPT: int8 weights with int8 activations and bf16 KV caches, the decoding options' paths)
 TEST_CASE("no heap allocation with quantized weights: quantization at load, forward, evaluate, step, generate") {
     using Dense = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>>;
     using M = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>,
                         ct::weights<ct::int4_group<8>>>;
-    using G = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::weights<ct::int8_per_channel>>,
+    using G = ct::GPT<13, 8,
+                      ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>,
+                                           ct::weights<ct::int8_per_channel, ct::int8_activations>, ct::kv_cache<ct::bf16>>,
                       2, ct::tied_embeddings<true>>;
     using GD = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>, 2, ct::tied_embeddings<true>>;
     static Dense::Params dense;

@@ -11,6 +11,8 @@
 #include <limits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <vector>
 
 #include "quant_fixture.hpp"
@@ -312,6 +314,21 @@ TEST_CASE("quant int8: the decoder layer (cross-attention, packed in_proj) with 
     const double e = check_rel("int8 activations vs float activations", out_q.data(), out_f.data(), out_q.size, int8_act_tol);
     CHECK(e > 0);
     std::printf("  quant int8 + int8 activations, decoder layer D16: %.3g of max vs float activations\n", e);
+}
+
+TEST_CASE("quant int8: int8 activations are not in the file: one quantized file serves both types") {
+    using A8 = LlamaS<ct::weights<ct::int4_group<16>, ct::int8_activations>>;
+    using F = LlamaS<ct::weights<ct::int4_group<16>>>;
+    static A8::Params a;
+    static F::Params f;
+    test::File file("llama_gqa");
+    file.load(a, "params.");
+    static std::byte buf[1 << 20];
+    const ct::save_result saved = ct::save_state_dict(a, buf);
+    REQUIRE(saved.st.ok());
+    REQUIRE(ct::load_state_dict(f, std::span<const std::byte>(buf, saved.bytes)).ok());
+    static_assert(sizeof(A8::Params) == sizeof(F::Params));
+    CHECK(std::memcmp(&a, &f, sizeof f) == 0);  // the same words and scales
 }
 
 // ---- bf16 KV caches ----
