@@ -1,0 +1,103 @@
+// ctformer/core/thread_pool.hpp — ct::thread_pool: a fixed set of worker threads, started once, that
+// run an executor's parts (core/executor.hpp) with a fork-join barrier.
+//
+//   ct::thread_pool pool(2);                 // the caller + 1 worker: the only allocation is here
+//   ct::executor_ref ex = pool;              // what workspaces and entry points carry
+//
+// Part i of a run goes to thread i % concurrency() (the caller is thread 0), a static schedule:
+// no queue, no lock, no allocation per run. Waiting spins briefly (a decoding step's parallel
+// regions are microseconds apart), then sleeps on the atomic (C++20 wait/notify: a futex on
+// Linux). One run at a time: a run() called while another is in progress — from a task (nested)
+// or from a second thread — runs its parts on its own thread, in order (same results, no deadlock).
+// Not for bare-metal builds (std::thread): core/executor.hpp alone is what they include.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "executor.hpp"
+
+namespace ctformer {
+
+class thread_pool {
+  public:
+    // threads: how many run parts at once, the caller included (0 or 1: no worker).
+    explicit thread_pool(std::size_t threads) : n_(threads > 1 ? threads : 1) {
+        workers_.reserve(n_ - 1);
+        for (std::size_t id = 1; id < n_; ++id) workers_.emplace_back([this, id] { work(id); });
+    }
+    thread_pool(const thread_pool&) = delete;
+    thread_pool& operator=(const thread_pool&) = delete;
+    ~thread_pool() {
+        stop_.store(true, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
+        generation_.notify_all();
+        for (auto& w : workers_) w.join();
+    }
+
+    std::size_t concurrency() const { return n_; }
+
+    void run(std::size_t parts, part_task task, void* ctx) {
+        if (n_ == 1 || parts <= 1 || busy_.exchange(true, std::memory_order_acquire)) {
+            for (std::size_t i = 0; i < parts; ++i) task(ctx, i);
+            return;
+        }
+        task_ = task, ctx_ = ctx, parts_ = parts;
+        pending_.store(n_ - 1, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);  // publishes the job
+        generation_.notify_all();
+        run_share(0);
+        for (std::size_t spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+            if (spin < spin_limit) {
+                relax(spin);
+                continue;
+            }
+            const std::uint32_t left = pending_.load(std::memory_order_acquire);
+            if (left != 0) pending_.wait(left, std::memory_order_acquire);
+        }
+        busy_.store(false, std::memory_order_release);
+    }
+
+  private:
+    static constexpr std::size_t spin_limit = 1 << 14;  // ~10-50 µs of polling before sleeping
+    // Polls yield after the first few thousand: where threads outnumber free cores, the thread
+    // being waited for gets the core.
+    static void relax(std::size_t spin) {
+        if (spin >= spin_limit / 8) std::this_thread::yield();
+    }
+
+    void run_share(std::size_t id) {
+        for (std::size_t i = id; i < parts_; i += n_) task_(ctx_, i);
+    }
+    void work(std::size_t id) {
+        std::uint32_t seen = 0;
+        while (true) {
+            std::uint32_t g = generation_.load(std::memory_order_acquire);
+            for (std::size_t spin = 0; g == seen; ++spin) {
+                if (spin >= spin_limit) generation_.wait(seen, std::memory_order_acquire);
+                else relax(spin);
+                g = generation_.load(std::memory_order_acquire);
+            }
+            seen = g;
+            if (stop_.load(std::memory_order_relaxed)) return;
+            run_share(id);
+            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+        }
+    }
+
+    std::size_t n_;
+    std::vector<std::thread> workers_;
+    // the current run, written before generation_ is bumped and read after it is seen
+    part_task task_ = nullptr;
+    void* ctx_ = nullptr;
+    std::size_t parts_ = 0;
+    alignas(64) std::atomic<std::uint32_t> generation_{0};
+    alignas(64) std::atomic<std::uint32_t> pending_{0};
+    std::atomic<bool> busy_{false};
+    std::atomic<bool> stop_{false};
+};
+static_assert(executor<thread_pool> && executor<sequential>);
+
+}  // namespace ctformer
