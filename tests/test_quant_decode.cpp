@@ -212,6 +212,29 @@ TEST_CASE("quant int8: int4 groups wider than a block (64: two blocks of 32 a gr
     int8_kernel_case<ct::int8_dot<ct::int4_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
 }
 
+TEST_CASE_TEMPLATE("quant int8: NaN or inf in a row's activations makes that row's outputs NaN, the other rows exact", Fmt, I8,
+                   I4) {
+    constexpr std::size_t N = 24, K = 64;
+    static ct::QuantizedWeight<Fmt, N, K> w;
+    const std::vector<float> v = random_values(N * K, 41);
+    w.quantize([&](std::size_t i) { return v[i]; });
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        for (std::size_t M : {1, 3, 6}) {
+            std::vector<float> a = random_values(M * K, 42), ref_a = a;
+            a[(M - 1) * K + 37] = bad;  // the last row
+            std::vector<float> c(M * N), ref(M * N);
+            ck::gemm_panels(M, N, K, a.data(), K, w.panels(), c.data(), N, nullptr, ct::kernels::identity_op{}, nullptr);
+            ck::gemm_panels(M, N, K, ref_a.data(), K, w.panels(), ref.data(), N, nullptr, ct::kernels::identity_op{}, nullptr);
+            for (std::size_t m = 0; m < M; ++m)
+                for (std::size_t n = 0; n < N; ++n) {
+                    INFO("bad " << bad << " M " << M << " row " << m << " col " << n);
+                    if (m + 1 == M) REQUIRE(std::isnan(c[m * N + n]));
+                    else REQUIRE(c[m * N + n] == ref[m * N + n]);
+                }
+        }
+    }
+}
+
 // ---- Models: against the same weights without the option ----
 
 template <class... O>

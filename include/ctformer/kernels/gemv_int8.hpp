@@ -7,12 +7,15 @@
 //
 // B is 32, or the largest of 16, 8, 4 that divides K (int4: at most its group). The integer sums
 // are exact; the float work is one conversion and one multiply-add per block and output. Rows of
-// a are quantized K_CHUNK inputs at a time into the stack (no scratch), four rows at a time.
+// a are quantized 1024 inputs at a time (256 in compact builds) into the stack (no scratch), four
+// rows at a time. A block holding NaN or inf gets a NaN scale: the outputs it reaches are NaN, as
+// a float product would make them non-finite (never a finite value made up from the rest).
 #pragma once
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "../core/quant.hpp"
 #include "../simd/dot.hpp"
@@ -38,21 +41,30 @@ template <class Fmt> constexpr std::size_t q8_block(std::size_t K) {
 }
 
 namespace detail {
-// max |x[0..n)|, and q[j] = x[j]·inv rounded to nearest (even): vectors where n is whole vectors.
+// max |x[0..n)|, or NaN when some x is NaN or inf (Σ x·0 is then NaN); and q[j] = x[j]·inv
+// rounded to nearest (even): vectors where n is whole vectors.
 inline float abs_max(const float* x, std::size_t n) {
-    float m = 0;
+    float m = 0, z = 0;
     std::size_t k = 0;
 #if CTFORMER_XSIMD
     if constexpr (simd::vectorized<float>) {
         if (n % simd::width<float> == 0) {
-            simd::vec<float> v(0.f);
-            for (; k < n; k += simd::width<float>) v = xsimd::max(v, xsimd::abs(simd::load(x + k)));
+            simd::vec<float> v(0.f), zv(0.f);
+            for (; k < n; k += simd::width<float>) {
+                const simd::vec<float> xk = simd::load(x + k);
+                v = xsimd::max(v, xsimd::abs(xk));
+                zv = zv + xk * simd::vec<float>(0.f);
+            }
             m = simd::hmax<float>(v);
+            z = simd::hsum<float>(zv);
         }
     }
 #endif
-    for (; k < n; ++k) m = std::fabs(x[k]) > m ? std::fabs(x[k]) : m;
-    return m;
+    for (; k < n; ++k) {
+        m = std::fabs(x[k]) > m ? std::fabs(x[k]) : m;
+        z += x[k] * 0.f;
+    }
+    return z == 0.f ? m : std::numeric_limits<float>::quiet_NaN();
 }
 inline void round_scaled(const float* x, std::size_t n, float inv, std::int32_t* q) {
     std::size_t k = 0;
@@ -75,7 +87,11 @@ template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, 
     alignas(64) std::int32_t qi[32];
     for (std::size_t k0 = 0, blk = 0; k0 < K; k0 += B, ++blk) {
         const float m = detail::abs_max(x + k0, B);
-        detail::round_scaled(x + k0, B, m > 0 ? 127.f / m : 0.f, qi);
+        if (m != m) {  // NaN or inf in the block: q = 0, scale NaN
+            for (std::size_t j = 0; j < B; ++j) qi[j] = 0;
+        } else {
+            detail::round_scaled(x + k0, B, m > 0 ? 127.f / m : 0.f, qi);
+        }
         std::int32_t total = 0;
         for (std::size_t j = 0; j < B; ++j) {
             const std::size_t i = j % 8, at = evens_first ? j - i + (i % 2) * 4 + i / 2 : j;
