@@ -510,6 +510,28 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
             for (std::size_t v = 0; v < NV; ++v) simd::store(c + r * ldc + p * NR + v * W, apply_vec<T>(act, acc[r][p][v]));
 }
 
+// The quantized GEMV tiles' last step: c: (R, Q·NR) at ldc (+)= acc · scales (per column, ps
+// apart per panel; null: none) + bias, then act.
+template <std::size_t R, std::size_t Q, class Act>
+inline void store_scaled_tile(const simd::vec<float> (&acc)[R][Q][gemm_tile<float>::NV], const float* scales, std::size_t ps,
+                              float* c, std::size_t ldc, const float* bias, const Act& act, bool accumulate) {
+    using tile = gemm_tile<float>;
+    using vt = simd::vec<float>;
+    constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR;
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+            for (std::size_t v = 0; v < NV; ++v) {
+                vt y = acc[r][q][v];
+                if (scales) y = y * simd::load(scales + q * ps + v * W);
+                if (accumulate) y = y + simd::load(c + r * ldc + q * NR + v * W);
+                if (bias) y = y + simd::load(bias + q * NR + v * W);
+                simd::store(c + r * ldc + q * NR + v * W, apply_vec<float>(act, y));
+            }
+}
+
 // How the GEMV walks a weight's panels: where panel p starts, how many it reads side by side, how
 // many rows one pass takes, and one tile. Dense panels here; quantized ones in gemm_quant.hpp.
 template <class B> struct panel_source;

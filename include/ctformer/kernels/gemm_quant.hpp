@@ -111,18 +111,7 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
                 }
         }
     }
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (std::size_t q = 0; q < Q; ++q)
-#pragma GCC unroll 4
-            for (std::size_t v = 0; v < NV; ++v) {
-                vt y = acc[r][q][v];
-                if constexpr (Fmt::scaled && !grouped) y = y * simd::load(b.scales + q * ps + v * W);
-                if (accumulate) y = y + simd::load(c + r * ldc + q * NR + v * W);
-                if (bias) y = y + simd::load(bias + q * NR + v * W);
-                simd::store(c + r * ldc + q * NR + v * W, apply_vec<float>(act, y));
-            }
+    store_scaled_tile<R, Q>(acc, Fmt::scaled && !grouped ? b.scales : nullptr, ps, c, ldc, bias, act, accumulate);
 }
 
 // ((K / S) x NR) words and (groups x NR) scales a panel; rows k0 .. k0 + kc of panel b dequantized

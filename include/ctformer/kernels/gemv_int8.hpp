@@ -209,18 +209,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 }
         }
     }
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (std::size_t q = 0; q < Q; ++q)
-#pragma GCC unroll 4
-            for (std::size_t v = 0; v < NV; ++v) {
-                vt y = acc[r][q][v];
-                if constexpr (!G) y = y * simd::load(b.w.scales + q * ps + v * W);
-                if (accumulate) y = y + simd::load(c + r * ldc + q * NR + v * W);
-                if (bias) y = y + simd::load(bias + q * NR + v * W);
-                simd::store(c + r * ldc + q * NR + v * W, apply_vec<float>(act, y));
-            }
+    store_scaled_tile<R, Q>(acc, G ? nullptr : b.w.scales, ps, c, ldc, bias, act, accumulate);
 }
 
 template <class Fmt> struct panel_source<q8_panels<Fmt>> {

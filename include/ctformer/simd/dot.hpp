@@ -49,28 +49,6 @@ template <bool Signed, class V> inline V dot_fields(const V& acc, const V& a, co
            byte_field<2, Signed>(a) * byte_field<2, true>(x) + byte_field<3, Signed>(a) * byte_field<3, true>(x);
 }
 #if CTFORMER_XSIMD && defined(__SSSE3__)
-// u8 · s8 pairs summed to s16, pairs of those to s32, added to acc (u <= 127 or x's pairs small).
-template <class R> inline R maddubs_acc(R acc, R u, R x) {
-#if defined(__AVX512BW__)
-    if constexpr (sizeof(R) == 64) {
-#if defined(__AVX512VNNI__)
-        return _mm512_dpbusd_epi32(acc, u, x);
-#else
-        return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, x), _mm512_set1_epi16(1)));
-#endif
-    } else
-#endif
-#if defined(__AVX2__)
-    if constexpr (sizeof(R) == 32) {
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
-        return _mm256_dpbusd_epi32(acc, u, x);
-#else
-        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
-#endif
-    } else
-#endif
-        return _mm_add_epi32(acc, _mm_madd_epi16(_mm_maddubs_epi16(u, x), _mm_set1_epi16(1)));
-}
 template <class R> inline R maddubs(R u, R x) {
 #if defined(__AVX512BW__)
     if constexpr (sizeof(R) == 64) return _mm512_maddubs_epi16(u, x); else
@@ -97,6 +75,17 @@ template <class R> inline R add_i16(R a, R b) {
     if constexpr (sizeof(R) == 32) return _mm256_add_epi16(a, b); else
 #endif
     return _mm_add_epi16(a, b);
+}
+// u8 · s8 pairs summed to s16, pairs of those to s32, added to acc (u <= 127 or x's pairs small):
+// VNNI's one instruction where the compiler targets it.
+template <class R> inline R maddubs_acc(R acc, R u, R x) {
+#if defined(__AVX512VNNI__)
+    if constexpr (sizeof(R) == 64) return _mm512_dpbusd_epi32(acc, u, x); else
+#endif
+#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+    if constexpr (sizeof(R) == 32) return _mm256_dpbusd_epi32(acc, u, x); else
+#endif
+    return R(ivec(acc) + ivec(madd(maddubs(u, x), R(ivec(0x00010001)))));
 }
 // w with the sign of x, bytewise (where x = 0 anything: it meets |x| = 0).
 template <class R> inline R sign_i8(R w, R x) {
