@@ -2,9 +2,14 @@
 // no thread, no atomic) or an executor the user hands over (core/thread_pool.hpp, OpenMP, an
 // RTOS's tasks: anything with run() and concurrency()).
 //
-// Work is cut by part_begin() into contiguous parts fixed by the work's size and the number of
-// parts alone; a kernel gives each output element to exactly one part and computes it with the
-// same code whatever the part, so results are bit-identical for any executor and thread count.
+// Work is cut by part_begin() into contiguous parts; a kernel gives each output element to exactly
+// one part and computes it with the same operations in the same order whatever the part, so
+// results are bit-identical for any executor and thread count.
+//
+// Workspaces carry an executor_ref (`ws.executor = pool;`); an entry point makes it the calling
+// thread's current executor for the call (executor_scope), and the kernels ask current_executor().
+// One thread-local pointer instead of an executor argument through every module and kernel; a
+// task runs on a thread whose current executor is sequential, so work never nests.
 #pragma once
 #include <concepts>
 #include <cstddef>
@@ -52,16 +57,78 @@ class executor_ref {
     constexpr bool parallel() const { return run_ != nullptr && concurrency_ > 1; }
 
     // f(i) for i in [0, parts): on the executor where it has more than one thread and there is
-    // more than one part, else here, in order.
-    template <class F> void for_each(std::size_t parts, F&& f) const {
-        using Fn = std::remove_reference_t<F>;
-        if (!parallel() || parts <= 1) {
-            for (std::size_t i = 0; i < parts; ++i) f(i);
-            return;
-        }
-        run_(self_, parts, [](void* c, std::size_t i) { (*static_cast<Fn*>(c))(i); },
-             const_cast<void*>(static_cast<const void*>(&f)));
+    // more than one part, else here, in order. The parts run with no current executor (below):
+    // work inside a part never forks again.
+    template <class F> void for_each(std::size_t parts, F&& f) const;
+};
+
+// Where a thread can keep its current executor: thread-local where there are threads (hosted
+// Linux, macOS, Windows), a plain variable on bare metal (no TLS runtime needed).
+#ifndef CTFORMER_THREADS
+#if defined(__linux__) || defined(__APPLE__) || defined(_WIN32) || defined(__unix__)
+#define CTFORMER_THREADS 1
+#else
+#define CTFORMER_THREADS 0
+#endif
+#endif
+namespace detail {
+#if CTFORMER_THREADS
+inline thread_local executor_ref current_executor_v{};
+#else
+inline executor_ref current_executor_v{};
+#endif
+}  // namespace detail
+
+template <class F> void executor_ref::for_each(std::size_t parts, F&& f) const {
+    using Fn = std::remove_reference_t<F>;
+    if (!parallel() || parts <= 1) {
+        for (std::size_t i = 0; i < parts; ++i) f(i);
+        return;
     }
+    const executor_ref outer = detail::current_executor_v;
+    detail::current_executor_v = executor_ref{};  // (the caller runs parts too)
+    run_(self_, parts, [](void* c, std::size_t i) { (*static_cast<Fn*>(c))(i); },
+         const_cast<void*>(static_cast<const void*>(&f)));
+    detail::current_executor_v = outer;
+}
+
+// The executor the kernels run on in this thread (sequential unless an entry point set one).
+inline executor_ref current_executor() { return detail::current_executor_v; }
+
+// f(i0, i1) for contiguous parts [i0, i1) of [0, items), one per thread of the current executor;
+// false (nothing done: the caller runs the whole range itself) where it has one thread or there
+// is one item.
+template <class F> inline bool split_parts(std::size_t items, F&& f) {
+    const executor_ref ex = detail::current_executor_v;
+    if (!ex.parallel() || items < 2) return false;
+    const std::size_t parts = ex.concurrency() < items ? ex.concurrency() : items;
+    ex.for_each(parts, [&](std::size_t i) { f(part_begin(items, parts, i), part_begin(items, parts, i + 1)); });
+    return true;
+}
+
+// For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
+// enclosing call's stays, so a stack's layers run on the stack's executor).
+class executor_scope {
+    executor_ref saved_{};
+    bool set_ = false;
+
+  public:
+    constexpr explicit executor_scope(executor_ref ex) {
+        if (std::is_constant_evaluated() || !ex.parallel()) return;
+        saved_ = detail::current_executor_v;
+        detail::current_executor_v = ex;
+        set_ = true;
+    }
+    executor_scope(const executor_scope&) = delete;
+    executor_scope& operator=(const executor_scope&) = delete;
+    constexpr ~executor_scope() {
+        if (set_) detail::current_executor_v = saved_;
+    }
+};
+
+// What a workspace adds: the executor its calls run on (default: sequential, today's behaviour).
+struct runs_on {
+    executor_ref executor{};
 };
 
 }  // namespace ctformer

@@ -14,9 +14,13 @@
 #include <utility>
 
 #include "elementwise.hpp"
+#include "../core/executor.hpp"
 #include "../core/panels.hpp"
 
 namespace ctformer::kernels {
+
+// Rows at or below which gemm streams b as a GEMV instead of tiling.
+inline constexpr std::size_t small_m_rows = 4;
 
 namespace detail {
 
@@ -584,11 +588,45 @@ inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t ld
     }
 }
 
-// Rows 1..4 (small_m_rows) of any panel source through the GEMV at its compile-time row count; false
+// ---- Parallel parts (core/executor.hpp) ----
+// Multiply-adds below which a product runs on the calling thread alone (a fork-join costs about
+// as much as this much work).
+// (A test may define CTFORMER_PARALLEL_MIN_MACS 1 to split every product.)
+#ifndef CTFORMER_PARALLEL_MIN_MACS
+#define CTFORMER_PARALLEL_MIN_MACS (std::size_t(1) << 16)
+#endif
+inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
+
+// f(n0, ncols) for parts of whole panels of N columns on the current executor, one part per
+// thread; false (nothing done) where the product runs here alone. Each column is computed by the
+// same tile code whichever part holds it: results do not depend on the thread count.
+template <class T, class F> inline bool split_columns(std::size_t M, std::size_t N, std::size_t K, F&& f) {
+    constexpr std::size_t NR = gemm_tile<T>::NR;
+    return M * N * K >= parallel_min_macs && split_parts((N + NR - 1) / NR, [&](std::size_t p0, std::size_t p1) {
+               f(p0 * NR, (p1 * NR < N ? p1 * NR : N) - p0 * NR);
+           });
+}
+
+template <class T, class B, class A, class Act>
+inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
+                           std::size_t ldc, const T* bias, const Act& act, bool accumulate);
+
+// Rows 1..4 (small_m_rows) of any panel source through the GEMV at its compile-time row count, its
+// panels split over the current executor (each thread streams its share of the weights); false
 // (nothing done) for more rows.
 template <class T, class B, class A, class Act>
 inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                       std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
+    if (M > small_m_rows) return false;
+    const auto part = [&](std::size_t n0, std::size_t nc) {
+        gemv_rows_here(M, nc, K, a, lda, panel_source<B>::at(b, n0 / gemm_tile<T>::NR, K), c + n0, ldc,
+                       bias ? bias + n0 : nullptr, act, accumulate);
+    };
+    return split_columns<T>(M, N, K, part) || gemv_rows_here(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
+}
+template <class T, class B, class A, class Act>
+inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
+                           std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
     switch (M) {
     case 1: return gemv_panels<T, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
     case 2: return gemv_panels<T, 2>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
@@ -637,8 +675,6 @@ template <a_layout AL, class T, class Act>
 #undef CTFORMER_UNROLL_K
 }  // namespace detail
 
-// Rows at or below which gemm streams b as a GEMV instead of tiling.
-inline constexpr std::size_t small_m_rows = 4;
 
 // Scratch for the packed path of gemms of at most max_rows rows and inner dimension at most max_k:
 // one (kc x NR) panel of b and the (rows x kc) block of a, kc = min(max_k, KC), both k-major, so
@@ -649,6 +685,20 @@ template <class T> constexpr std::size_t pack_block_elems(std::size_t max_rows, 
     using tile = gemm_tile<T>;
     const std::size_t kc = max_k < tile::KC ? max_k : tile::KC;
     return kc * tile::NR + (max_rows + tile::MR - 1) / tile::MR * tile::MR * kc;
+}
+}  // namespace detail
+namespace detail {
+// A parallel task's own scratch, on its thread's stack (the workspace's is one thread's): one
+// (KC x NR) block of b and a's rows packed task_rows at a time (float: 32 KB on AVX2, 128 KB on
+// AVX-512).
+inline constexpr std::size_t task_rows = 96;
+template <class T>
+inline constexpr std::size_t task_pack_elems = gemm_tile<T>::compact ? 1 : pack_block_elems<T>(task_rows, gemm_tile<T>::KC);
+// Rows of a a task hands the packed path at once: all of them, unless the path may pack a (then
+// what its scratch holds).
+template <class T> constexpr std::size_t task_row_block(std::size_t M, std::size_t K, std::size_t lda) {
+    const std::size_t kc = K < gemm_tile<T>::KC_in_place ? K : gemm_tile<T>::KC_in_place;
+    return packs_a<T, a_layout::rows>(M, kc, lda) ? task_rows : M;
 }
 }  // namespace detail
 // Compact kernels read a and b where they are on these paths: one element (no scratch) suffices.
@@ -705,7 +755,15 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
                                 bias ? bias + n0 : nullptr, accumulate, true, act);
         return;
     }
-    if (!detail::gemv_rows(M, N, K, a, lda, b_panels, c, ldc, bias, act, accumulate))
+    if (detail::gemv_rows(M, N, K, a, lda, b_panels, c, ldc, bias, act, accumulate)) return;
+    const auto part = [&](std::size_t n0, std::size_t nc) {  // columns n0.. on another thread: its own scratch
+        alignas(64) T task_pack[detail::task_pack_elems<T>];
+        const std::size_t mb = detail::task_row_block<T>(M, K, lda);
+        for (std::size_t m0 = 0; m0 < M; m0 += mb)
+            detail::gemm_panels_packed(M - m0 < mb ? M - m0 : mb, nc, K, a + m0 * lda, lda, b_panels + n0 * K,
+                                       c + m0 * ldc + n0, ldc, bias ? bias + n0 : nullptr, act, task_pack, accumulate);
+    };
+    if (!detail::split_columns<T>(M, N, K, part))
         detail::gemm_panels_packed(M, N, K, a, lda, b_panels, c, ldc, bias, act, pack, accumulate);
 }
 

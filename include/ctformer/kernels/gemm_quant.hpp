@@ -175,25 +175,39 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
     }
     if (detail::gemv_rows(M, N, K, a, lda, b, c, ldc, bias, act, accumulate)) return;
     if constexpr (!tile::compact) {
-        // panel by panel, K block by K block: the block dequantized into pack, the dense packed path
-        // over it (its a block, if it packs one, after the block); act on the last block only
-        for (std::size_t n0 = 0, p = 0; n0 < N; n0 += NR, ++p) {
-            const quant_panels<Fmt> panel = src::at(b, p, K);
-            for (std::size_t k0 = 0; k0 < K; k0 += KC) {
-                const std::size_t kc = K - k0 < KC ? K - k0 : KC, ncols = N - n0 < NR ? N - n0 : NR;
-                detail::dequantize_block(panel, K, k0, kc, pack);
-                const float* bias_n = bias && k0 == 0 ? bias + n0 : nullptr;
-                const bool from_c = accumulate || k0 > 0;
-                constexpr auto rows = detail::a_layout::rows;
-                constexpr auto panels = detail::b_layout::panels;
-                if (k0 + kc == K)
-                    detail::gemm_packed<float, rows, panels, detail::c_layout::rows>(M, ncols, kc, a + k0, lda, pack, 0, c + n0,
-                                                                                     ldc, bias_n, act, pack, from_c);
-                else
-                    detail::gemm_packed<float, rows, panels, detail::c_layout::rows>(M, ncols, kc, a + k0, lda, pack, 0, c + n0,
-                                                                                     ldc, bias_n, identity_op{}, pack, from_c);
+        // panels p0.. (columns n0.., ncols of them), K block by K block: the block dequantized into
+        // pk, the dense packed path over it (its a block, if it packs one, after the block); act
+        // on the last block only. rows: M, or fewer at a time.
+        const auto columns = [&](std::size_t n0, std::size_t ncols_all, float* pk, std::size_t rows) {
+            for (std::size_t j = 0; j < ncols_all; j += NR) {
+                const quant_panels<Fmt> panel = src::at(b, (n0 + j) / NR, K);
+                const std::size_t ncols = ncols_all - j < NR ? ncols_all - j : NR;
+                for (std::size_t k0 = 0; k0 < K; k0 += KC) {
+                    const std::size_t kc = K - k0 < KC ? K - k0 : KC;
+                    detail::dequantize_block(panel, K, k0, kc, pk);
+                    const float* bias_n = bias && k0 == 0 ? bias + n0 + j : nullptr;
+                    const bool from_c = accumulate || k0 > 0;
+                    constexpr auto in_rows = detail::a_layout::rows;
+                    constexpr auto panels = detail::b_layout::panels;
+                    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
+                        const std::size_t mr = M - m0 < rows ? M - m0 : rows;
+                        float* cm = c + m0 * ldc + n0 + j;
+                        const float* am = a + m0 * lda + k0;
+                        if (k0 + kc == K)
+                            detail::gemm_packed<float, in_rows, panels, detail::c_layout::rows>(mr, ncols, kc, am, lda, pk, 0, cm,
+                                                                                                ldc, bias_n, act, pk, from_c);
+                        else
+                            detail::gemm_packed<float, in_rows, panels, detail::c_layout::rows>(
+                                mr, ncols, kc, am, lda, pk, 0, cm, ldc, bias_n, identity_op{}, pk, from_c);
+                    }
+                }
             }
-        }
+        };
+        const auto part = [&](std::size_t n0, std::size_t ncols) {  // on another thread: its own scratch
+            alignas(64) float task_pack[detail::task_pack_elems<float>];
+            columns(n0, ncols, task_pack, detail::task_row_block<float>(M, K, lda));
+        };
+        if (!detail::split_columns<float>(M, N, K, part)) columns(0, N, pack, M);
     }
 }
 

@@ -295,6 +295,7 @@ template <class Cfg> struct Layer {
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
+        const executor_scope on(ws.executor);
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
@@ -371,6 +372,7 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
     static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
                               const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
+        const executor_scope on(ws.executor);
         constexpr std::size_t M = B * Tq;
         T* const grad = ws.grad;
         copy_rows(d_out, grad, M);
@@ -482,6 +484,7 @@ template <class Cfg> struct Layer {
         static_assert(Mem::rank == 3 && Mem::shape[0] == B && Mem::shape[1] == S && Mem::shape[2] == D,
                       "ctformer: memory must be (batch, src_len, d_model) matching the cross cache");
         constexpr std::size_t R = StepWorkspace<B, C>::fill_rows;
+        const executor_scope on(ws.executor);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;

@@ -144,6 +144,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     // errc::out_of_range (nothing written) if a token is not in [0, V).
     template <class Tok, class Logits, std::size_t B, std::size_t Tq>
     static status forward(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, Logits& logits) {
+        const executor_scope on(ws.executor);
         check_tokens<Tok, B, Tq>();
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == Tq && Logits::shape[2] == V,
@@ -163,6 +164,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Tgt, std::size_t B, std::size_t Tq>
     static status forward_train(const Params& p, TrainWorkspace<B, Tq>& ws, Activations<B, Tq>& acts, const Tok& tokens,
                                 const Tgt& targets, T& loss, const dropout_config& dc = {0.0f, 0.0f, 0.0f, 0, 0}) {
+        const executor_scope on(ws.executor);
         check_tokens<Tok, B, Tq>();
         check_tokens<Tgt, B, Tq>();
         constexpr std::size_t M = B * Tq;
@@ -185,6 +187,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Tgt, class Logits, std::size_t B, std::size_t Tq>
     static status evaluate(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, const Tgt& targets, Logits& logits,
                            T& loss) {
+        const executor_scope on(ws.executor);
         check_tokens<Tgt, B, Tq>();
         if (status st = check_targets(targets.data(), B * Tq); !st) return st;
         if (status st = forward(p, ws, tokens, logits); !st) return st;
@@ -198,6 +201,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t B, std::size_t Tq>
     static status backward(const Params& p, const Activations<B, Tq>& acts, TrainWorkspace<B, Tq>& ws, Grads& g,
                            T loss_scale = T(1)) {
+        const executor_scope on(ws.executor);
         constexpr std::size_t M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
         const T scale = acts.count ? loss_scale / static_cast<T>(acts.count) : T(0);
@@ -230,6 +234,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
     static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                               Logits& logits, const std::array<std::size_t, B>& count) {
+        const executor_scope on(ws.executor);
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == C && Logits::shape[2] == V,
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
@@ -251,7 +256,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     }
 
     // ---- Generation (batch 1): prefill the prompt in chunks of C, then one token per step ----
-    template <std::size_t C> struct GenerateWorkspace : sized_role<GenerateWorkspace<C>> {
+    template <std::size_t C> struct GenerateWorkspace : runs_on, sized_role<GenerateWorkspace<C>> {
         StepWorkspace<1, C> prefill;
         StepWorkspace<1, 1> decode;
         Tensor<T, 1, 1, V> next_logits;  // the logits of the last token fed
@@ -272,6 +277,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t C, std::size_t Cap, class F>
     static status generate(const Params& p, GenerateWorkspace<C>& ws, KVCache<1, Cap>& cache, const token* prompt,
                            std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
+        const executor_scope on(ws.executor);
         if (status st = s.validate(); !st) return st;
         if (n_prompt == 0) return status::error(errc::out_of_range, "prompt");
         if (n_prompt > Cap - cache.length(0)) return status::error(errc::cache_full);  // (no wrap)

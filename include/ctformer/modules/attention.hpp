@@ -122,6 +122,7 @@ template <class Cfg> struct attention {
         constexpr kv_view<> operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
             return {{k, ld, false}, {v, ld}, Tq, Tq, 0};
         }
+        constexpr std::size_t keys(std::size_t) const { return Tq; }
         constexpr std::size_t first_pos(std::size_t) const { return 0; }
         constexpr std::size_t fed(std::size_t) const { return Tq; }
     };
@@ -136,6 +137,7 @@ template <class Cfg> struct attention {
             const T* kv = kv_mem + b * S * kv_ld + h * Dh;
             return {{kv, kv_ld, false}, {kv + D, kv_ld}, S, Tq, 0};
         }
+        constexpr std::size_t keys(std::size_t) const { return S; }
     };
     // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
     template <class Cache> struct cached_self {
@@ -150,6 +152,7 @@ template <class Cfg> struct attention {
         }
         constexpr std::size_t first_pos(std::size_t b) const { return pos0[b]; }
         constexpr std::size_t fed(std::size_t b) const { return count[b]; }
+        constexpr std::size_t keys(std::size_t b) const { return pos0[b] + count[b]; }
     };
     // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
     template <class Cache, std::size_t B> struct cached_cross {
@@ -161,6 +164,7 @@ template <class Cfg> struct attention {
             return {{cache.keys_t(b, h), Cache::capacity, true}, {cache.values(b, h), Dh}, Cache::capacity, count[b],
                     pos0[b]};
         }
+        constexpr std::size_t keys(std::size_t) const { return Cache::capacity; }
     };
     struct no_source {};
 
@@ -214,16 +218,28 @@ template <class Cfg> struct attention {
     static constexpr void self_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                      const Drop& drop) {
         const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t kh = 0; kh < KH; ++kh) {
-                const T* base = bf.qkv + b * Tq * qkv_ld;
-                const auto kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
-                for (std::size_t h = kh * G; h < (kh + 1) * G; ++h)
-                    attend<Dh>(kv.rows, kv.keys, strided<const T>{base + h * Dh, qkv_ld}, kv.k, kv.v,
-                               strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, bf.scores, scale, mask, head_ref{b, h, H},
-                               kv.qpos0, drop, dropout_site::self_attn_weights,
-                               bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
-            }
+        for_heads(B, KH, G * Tq * src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t kh, T* scores) {
+            const T* base = bf.qkv + b * Tq * qkv_ld;
+            const auto kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
+            for (std::size_t h = kh * G; h < (kh + 1) * G; ++h)
+                attend<Dh>(kv.rows, kv.keys, strided<const T>{base + h * Dh, qkv_ld}, kv.k, kv.v,
+                           strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
+                           drop, dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+        });
+    }
+    // f(b, h, scores) for every batch row b and (key/value) head h < heads: split over the current
+    // executor where the work (multiply-adds per pair / Dh: query rows x keys) pays a fork-join,
+    // each part with its own score tile (on its thread's stack); else here, with the workspace's.
+    template <class F>
+    static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t work, T* scores, F&& f) {
+        const std::size_t n = B * heads;
+        if (!std::is_constant_evaluated() && n * work * Dh >= kernels::detail::parallel_min_macs &&
+            split_parts(n, [&](std::size_t i0, std::size_t i1) {
+                alignas(64) T tile[score_elems];
+                for (std::size_t i = i0; i < i1; ++i) f(i / heads, i % heads, tile);
+            }))
+            return;
+        for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, scores);
     }
 
     // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
@@ -243,14 +259,12 @@ template <class Cfg> struct attention {
     static constexpr void cross_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                       const Drop& drop) {
         const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const auto kv = src(b, h);
-                attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
-                           strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, bf.scores, scale, mask, head_ref{b, h, H},
-                           kv.qpos0, drop, dropout_site::cross_attn_weights,
-                           bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
-            }
+        for_heads(B, H, Tq * src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t h, T* scores) {
+            const auto kv = src(b, h);
+            attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
+                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
+                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+        });
     }
 
     // mem: (rows, D) -> kv: (rows, 2D) at stride ldkv = mem · [Wk; Wv]ᵀ + [bk; bv]

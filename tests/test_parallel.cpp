@@ -1,0 +1,239 @@
+// Every core (core/executor.hpp): each entry point run with ct::thread_pool executors of 1, 2, 3 and
+// 7 threads (more threads than work items in the small shapes) gives bit-for-bit the sequential
+// results — forward, backward, the decoding step, the cross cache's fill, the GPT's training step
+// and generation, Llama with quantized weights (weight-only and int8 activations) and bf16 caches.
+// Every product is split here, however small (CTFORMER_PARALLEL_MIN_MACS 1), so the split paths run
+// on these shapes: partial panels, row groups, (batch, head) pairs. .ci/run also builds this test
+// with ThreadSanitizer.
+#define CTFORMER_PARALLEL_MIN_MACS 1
+#include <cstring>
+#include <vector>
+
+#include <ctformer/core/thread_pool.hpp>
+
+#include "common.hpp"
+#include "model_fixture.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using bytes = std::vector<unsigned char>;
+template <class X> void append(bytes& out, const X& x) {
+    const auto* p = reinterpret_cast<const unsigned char*>(x.data());
+    out.insert(out.end(), p, p + sizeof(typename X::value_type) * X::size);
+}
+template <class P> void append_params(bytes& out, const P& p) {
+    ct::for_each_tensor(p, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) {
+            const double v = double(t.get(i));
+            const auto* b = reinterpret_cast<const unsigned char*>(&v);
+            out.insert(out.end(), b, b + sizeof v);
+        }
+    });
+}
+
+// A pool that counts its runs (the parallel paths were taken) and parts.
+struct counting_pool {
+    ct::thread_pool pool;
+    std::size_t runs = 0, parts = 0;
+    explicit counting_pool(std::size_t threads) : pool(threads) {}
+    std::size_t concurrency() const { return pool.concurrency(); }
+    void run(std::size_t n, ct::part_task task, void* ctx) {
+        ++runs, parts += n;  // (called by the thread that forks: never concurrently here)
+        pool.run(n, task, ctx);
+    }
+};
+
+// run(ex, out) appends everything the calls produced; each thread count must reproduce the
+// sequential bytes exactly.
+template <class F> void same_for_every_thread_count(const char* what, F&& run) {
+    bytes want;
+    run(ct::executor_ref{}, want);
+    REQUIRE(!want.empty());
+    for (std::size_t threads : {1u, 2u, 3u, 7u}) {
+        counting_pool pool(threads);
+        bytes got;
+        run(ct::executor_ref(pool), got);
+        INFO(what << " with " << threads << " threads: " << pool.runs << " parallel regions, " << pool.parts << " parts");
+        CHECK((threads == 1) == (pool.runs == 0));
+        std::size_t first = 0;
+        while (first < want.size() && first < got.size() && want[first] == got[first]) ++first;
+        INFO(what << " with " << threads << " threads: " << got.size() << " bytes against " << want.size()
+                  << ", first difference at byte " << first);
+        CHECK(got == want);
+    }
+}
+
+// A layer: forward, training forward + backward (gradients of every parameter), the cross cache's
+// fill and a step over three positions at a time then one.
+template <class L, std::size_t B, std::size_t T, std::size_t S> void layer_case(const char* what) {
+    constexpr std::size_t D = L::config::d_model;
+    static typename L::Params p;
+    static typename L::Grads g;
+    static typename L::template TrainWorkspace<B, T, S> ws;
+    static typename L::template Activations<B, T, S> acts;
+    static typename L::template KVCache<B, T> cache;
+    static typename L::template CrossKVCache<B, S> cc;
+    static typename L::template StepWorkspace<B, 3> sws3;
+    static typename L::template StepWorkspace<B, 1> sws1;
+    static ct::Tensor<float, B, T, D> tgt, out, d_out, d_tgt;
+    static ct::Tensor<float, B, S, D> mem, d_mem;
+    static ct::Tensor<float, B, 3, D> x3, y3;
+    static ct::Tensor<float, B, 1, D> x1, y1;
+    ref::randomize(p, 3);
+    ref::randomize_tensor(tgt, 4);
+    ref::randomize_tensor(mem, 5);
+    ref::randomize_tensor(d_out, 6);
+    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+        ws.executor = ex, sws3.executor = ex, sws1.executor = ex;
+        REQUIRE(L::forward(p, ws, tgt, mem, out, ct::causal{}).ok());
+        append(o, out);
+        const ct::dropout_config dc{0.1f, -1, -1, 7, 8};
+        ct::zero_grad(g);
+        for (auto& v : d_tgt.storage) v = 0.f;
+        for (auto& v : d_mem.storage) v = 0.f;
+        REQUIRE(L::forward_train(p, ws, acts, tgt, mem, out, dc, ct::causal{}).ok());
+        REQUIRE(L::backward(p, acts, ws, d_out, g, d_tgt, d_mem, ct::causal{}).ok());
+        append(o, out), append(o, d_tgt), append(o, d_mem), append_params(o, g);
+        L::fill_cross_cache(p, sws3, cc, mem);
+        cache.reset();
+        for (std::size_t t = 0; t + 3 <= T; t += 3) {
+            for (std::size_t b = 0; b < B; ++b)
+                for (std::size_t i = 0; i < 3 * D; ++i) x3.storage[b * 3 * D + i] = tgt.storage[(b * T + t) * D + i];
+            REQUIRE(L::step(p, sws3, cache, cc, x3, y3, ct::causal{}).ok());
+            append(o, y3);
+        }
+        for (std::size_t t = T / 3 * 3; t < T; ++t) {
+            for (std::size_t b = 0; b < B; ++b)
+                for (std::size_t i = 0; i < D; ++i) x1.storage[b * D + i] = tgt.storage[(b * T + t) * D + i];
+            REQUIRE(L::step(p, sws1, cache, cc, x1, y1, ct::causal{}).ok());
+            append(o, y1);
+        }
+    });
+}
+
+}  // namespace
+
+TEST_CASE("parallel: decoder layer (post-norm, cross-attention): forward, backward, cross cache, steps") {
+    layer_case<ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>, 2, 10, 7>("post-norm D 32");
+}
+
+TEST_CASE("parallel: decoder layer with partial panels (D 40, F 72, pre-norm, GELU), batch 3") {
+    layer_case<ct::DecoderLayer<ct::d_model<40>, ct::heads<4>, ct::ffn_dim<72>, ct::norm_first<true>, ct::activation<ct::gelu>>,
+               3, 8, 5>("pre-norm D 40");
+}
+
+TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200 rows, F 1024)") {
+    // 200 rows of a 1024-wide hidden layer: linear2 packs its input's rows (4 KB rows), in blocks
+    // of 96 on another thread's stack
+    using L = ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<2>, ct::ffn_dim<1024>>;
+    static L::Params p;
+    static L::Workspace<1, 200> ws;
+    static ct::Tensor<float, 1, 200, 64> x, y;
+    ref::randomize(p, 9);
+    ref::randomize_tensor(x, 10);
+    same_for_every_thread_count("200 rows", [&](ct::executor_ref ex, bytes& o) {
+        ws.executor = ex;
+        REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
+        append(o, y);
+    });
+}
+
+namespace {
+// A GPT: training steps (forward_train, backward, AdamW), evaluation and sampled generation.
+template <class M> void gpt_case(const char* what) {
+    constexpr std::size_t V = M::vocab;
+    static typename M::Params p0, p;
+    static typename M::Grads g;
+    static typename M::template TrainWorkspace<2, 6> tws;
+    static typename M::template Activations<2, 6> acts;
+    static typename M::template Workspace<2, 6> ws;
+    static typename M::template GenerateWorkspace<4> gen;
+    static typename M::template KVCache<1, M::context> cache;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    static ct::Tensor<float, 2, 6, V> logits;
+    ref::randomize(p0, 12);
+    for (std::size_t i = 0; i < tok.size; ++i)
+        tok.storage[i] = static_cast<ct::token>(i * 7 % V), tar.storage[i] = static_cast<ct::token>((i * 5 + 1) % V);
+    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+        static ct::AdamW<typename M::Params> adam;
+        adam = ct::AdamW<typename M::Params>{};
+        p = p0;
+        tws.executor = ex, ws.executor = ex, gen.executor = ex;
+        for (int s = 0; s < 2; ++s) {
+            float loss = 0;
+            ct::zero_grad(g);
+            REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
+            REQUIRE(M::backward(p, acts, tws, g).ok());
+            REQUIRE(adam.step(p, g).ok());
+            o.insert(o.end(), reinterpret_cast<unsigned char*>(&loss), reinterpret_cast<unsigned char*>(&loss) + 4);
+        }
+        append_params(o, p);
+        float loss = 0;
+        REQUIRE(M::evaluate(p, ws, tok, tar, logits, loss).ok());
+        append(o, logits);
+        cache.reset();
+        const ct::token prompt[3] = {1, 2, 3};
+        REQUIRE(M::generate(p, gen, cache, prompt, 3, M::context - 3, ct::sampling{.temperature = 0.9f, .top_k = 5, .seed = 4},
+                            [&](ct::token t) {
+                                o.insert(o.end(), reinterpret_cast<unsigned char*>(&t), reinterpret_cast<unsigned char*>(&t) + sizeof t);
+                                return true;
+                            }).ok());
+    });
+}
+}  // namespace
+
+TEST_CASE("parallel: GPT training steps, evaluation and generation") {
+    using Blk = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
+    gpt_case<ct::GPT<37, 12, Blk, 2>>("GPT");
+}
+
+TEST_CASE("parallel: Llama (RoPE, grouped-query attention, SwiGLU) training steps and generation") {
+    gpt_case<ct::Llama<37, 12, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<48>>>("Llama");
+}
+
+namespace {
+// A quantized Llama from the llama_gqa fixture: forward, steps (a chunk of 3, then single
+// tokens), greedy generation.
+template <class M> void quant_case(const char* what) {
+    constexpr std::size_t B = 2, T = 7, V = M::vocab;
+    static typename M::Params p;
+    test::File file("llama_gqa");
+    file.load(p, "params.");
+    static ct::Tensor<double, B, T> ids;
+    static ct::Tensor<ct::token, B, T> tokens;
+    file.read("input.tokens", ids);
+    for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
+    static typename M::template Workspace<B, T> ws;
+    static typename M::template StepWorkspace<B, 1> sws;
+    static typename M::template KVCache<B, T> cache;
+    static typename M::template GenerateWorkspace<4> gen;
+    static typename M::template KVCache<1, M::context> gcache;
+    static ct::Tensor<float, B, T, V> logits;
+    static ct::Tensor<ct::token, B, 1> one;
+    static ct::Tensor<float, B, 1, V> step_logits;
+    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+        ws.executor = ex, sws.executor = ex, gen.executor = ex;
+        REQUIRE(M::forward(p, ws, tokens, logits).ok());
+        append(o, logits);
+        cache.reset();
+        for (std::size_t t = 0; t < T; ++t) {
+            for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
+            REQUIRE(M::step(p, sws, cache, one, step_logits).ok());
+            append(o, step_logits);
+        }
+        gcache.reset();
+        REQUIRE(M::generate(p, gen, gcache, tokens.data(), 5, M::context - 5, ct::sampling{.temperature = 0}, [&](ct::token t) {
+                    o.insert(o.end(), reinterpret_cast<unsigned char*>(&t), reinterpret_cast<unsigned char*>(&t) + sizeof t);
+                    return true;
+                }).ok());
+    });
+}
+template <class... O>
+using LlamaS = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, ct::kv_heads<2>, O...>;
+}  // namespace
+
+TEST_CASE("parallel: quantized Llama: int8 weights, int4 weights with int8 activations and bf16 caches") {
+    quant_case<LlamaS<ct::weights<ct::int8_per_channel>>>("Llama int8");
+    quant_case<LlamaS<ct::weights<ct::int4_group<16>, ct::int8_activations>, ct::kv_cache<ct::bf16>>>("Llama int4 + a8 + bf16 kv");
+}
