@@ -103,20 +103,23 @@ template <const shape& s, pages P = pages::huge, class Fmt = ct::dense> struct l
     }
 };
 
-template <const shape& s, pages P = pages::huge, class Fmt = ct::dense> void BM_ctformer(benchmark::State& st) {
+// N: threads (bench::executor).
+template <const shape& s, pages P = pages::huge, class Fmt = ct::dense, std::size_t N = 1> void BM_ctformer(benchmark::State& st) {
     using R = layer_rig<s, P, Fmt>;
     R::fill_all();
+    R::ws.executor = bench::executor(N);
     for (auto _ : st) {
         R::forward();
         benchmark::DoNotOptimize(R::out.storage[0]);
         benchmark::ClobberMemory();
     }
     flop_counters(st, layer_flops(s));
+    R::ws.executor = {};
 }
 
 // A training step: forward_train (saving Activations, dropout p = 0) + backward, gradients
 // accumulated into grads. FLOPs counted as 3x the forward's (the backward's two GEMMs per weight).
-template <const shape& s> void BM_ctformer_train(benchmark::State& st) {
+template <const shape& s, std::size_t N = 1> void BM_ctformer_train(benchmark::State& st) {
     using L = typename layer_of<s>::type;
     using Params = typename L::Params;
     using Grads = typename L::Grads;
@@ -133,6 +136,7 @@ template <const shape& s> void BM_ctformer_train(benchmark::State& st) {
     fill_tensor(tgt);
     fill_tensor(mem);
     fill_tensor(d_out);
+    ws.executor = bench::executor(N);
     const ct::dropout_config none{0.0f, 0.0f, 0.0f, 0, 0};
     for (auto _ : st) {
         if constexpr (s.cross) {
@@ -163,7 +167,8 @@ template <class P> double stored_step_bytes(const shape& s, const P& p) {
 // One token through the caches: self cache at `s.T` positions after the step, memory s.S.
 // Fmt: the weights' format; weightGB/s counts the bytes as stored (quantized: words and scales).
 // KV: the KV caches' format (ct::kv_cache<KV>: dense or bf16).
-template <const shape& s, class Fmt = ct::dense, class KV = ct::dense> void BM_ctformer_step(benchmark::State& st) {
+template <const shape& s, class Fmt = ct::dense, class KV = ct::dense, std::size_t N = 1>
+void BM_ctformer_step(benchmark::State& st) {
     using L = ct::DecoderLayer<ct::d_model<s.D>, ct::heads<s.H>, ct::ffn_dim<s.F>, ct::weights<Fmt>, ct::kv_cache<KV>>;
     using Params = typename L::Params;
     using Cache = typename L::template KVCache<1, s.T>;
@@ -178,6 +183,7 @@ template <const shape& s, class Fmt = ct::dense, class KV = ct::dense> void BM_c
     fill(p);
     fill_tensor(mem);
     fill_tensor(x);
+    ws.executor = bench::executor(N);
     L::fill_cross_cache(p, ws, cc, mem);
     cache.reset();
     for (std::size_t t = 0; t + 1 < s.T; ++t) (void)L::step(p, ws, cache, cc, x, y, ct::causal{});
@@ -381,6 +387,20 @@ CT_BENCH((BM_ctformer_step<long_ctx>), "step/long/ctformer");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::dense, ct::bf16>), "step/long/ctformer_bf16kv");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>>), "step/long/ctformer_int4_a8");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>, ct::bf16>), "step/long/ctformer_int4_a8_bf16kv");
+// Two threads (ct::thread_pool(2)): the same calls with the workspace's executor set (#40)
+CT_BENCH((BM_ctformer<tiny, pages::huge, ct::dense, 2>), "layer/tiny/ctformer_t2");
+CT_BENCH((BM_ctformer<small, pages::huge, ct::dense, 2>), "layer/small/ctformer_t2");
+CT_BENCH((BM_ctformer<base, pages::huge, ct::dense, 2>), "layer/base/ctformer_t2");
+CT_BENCH((BM_ctformer<batched, pages::huge, ct::dense, 2>), "layer/batched/ctformer_t2");
+CT_BENCH((BM_ctformer<gpt, pages::huge, ct::dense, 2>), "layer/gpt/ctformer_t2");
+CT_BENCH((BM_ctformer<llama, pages::huge, ct::dense, 2>), "layer/llama/ctformer_t2");
+CT_BENCH((BM_ctformer_step<tiny, ct::dense, ct::dense, 2>), "step/tiny/ctformer_t2");
+CT_BENCH((BM_ctformer_step<base, ct::dense, ct::dense, 2>), "step/base/ctformer_t2");
+CT_BENCH((BM_ctformer_step<base, ct::int8_dot<ct::int4_group<32>>, ct::dense, 2>), "step/base/ctformer_int4_a8_t2");
+CT_BENCH((BM_ctformer_step<long_ctx, ct::dense, ct::dense, 2>), "step/long/ctformer_t2");
+CT_BENCH((BM_ctformer_train<tiny, 2>), "train/tiny/ctformer_t2");
+CT_BENCH((BM_ctformer_train<base, 2>), "train/base/ctformer_t2");
+CT_BENCH((BM_ctformer_train<gpt, 2>), "train/gpt/ctformer_t2");
 CT_BENCH(BM_ctformer_train<tiny>, "train/tiny/ctformer");
 CT_BENCH(BM_ctformer_train<base>, "train/base/ctformer");
 CT_BENCH(BM_ctformer_train<gpt>, "train/gpt/ctformer");

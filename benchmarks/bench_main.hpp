@@ -6,11 +6,13 @@
 #include <benchmark/benchmark.h>
 
 #include <fstream>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include <ctformer/core/huge_pages.hpp>
+#include <ctformer/core/thread_pool.hpp>
 #include <ctformer/core/quant.hpp>
 
 #ifdef CTFORMER_HAVE_ONEDNN
@@ -49,6 +51,15 @@ template <class X, class F> void set_all(X& t, F&& next) {
     } else {
         for (std::size_t i = 0; i < X::size; ++i) t.set(i, next());
     }
+}
+
+// ctformer's executor for `threads` threads (<= 8): one ct::thread_pool per count, started on first
+// use and kept (its workers sleep between runs); 1: none (the calling thread alone).
+inline ctformer::executor_ref executor(std::size_t threads) {
+    static std::unique_ptr<ctformer::thread_pool> pools[9];
+    if (threads <= 1 || threads > 8) return {};
+    if (!pools[threads]) pools[threads] = std::make_unique<ctformer::thread_pool>(threads);
+    return *pools[threads];
 }
 
 inline int main(int argc, char** argv) {

@@ -123,19 +123,27 @@ TEST_CASE("parallel: decoder layer with partial panels (D 40, F 72, pre-norm, GE
                3, 8, 5>("pre-norm D 40");
 }
 
-TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200 rows, F 1024)") {
-    // 200 rows of a 1024-wide hidden layer: linear2 packs its input's rows (4 KB rows), in blocks
-    // of 96 on another thread's stack
+TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200 rows, F 1024), forward and backward") {
+    // 200 rows of a 1024-wide hidden layer: linear2 and its input gradient pack their input's rows
+    // (4 KB apart), in blocks of 96 on another thread's stack
     using L = ct::DecoderOnlyBlock<ct::d_model<64>, ct::heads<2>, ct::ffn_dim<1024>>;
     static L::Params p;
-    static L::Workspace<1, 200> ws;
-    static ct::Tensor<float, 1, 200, 64> x, y;
+    static L::Grads g;
+    static L::TrainWorkspace<1, 200> ws;
+    static L::Activations<1, 200> acts;
+    static ct::Tensor<float, 1, 200, 64> x, y, dy, dx;
     ref::randomize(p, 9);
     ref::randomize_tensor(x, 10);
+    ref::randomize_tensor(dy, 11);
     same_for_every_thread_count("200 rows", [&](ct::executor_ref ex, bytes& o) {
         ws.executor = ex;
         REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
         append(o, y);
+        ct::zero_grad(g);
+        for (auto& v : dx.storage) v = 0.f;
+        REQUIRE(L::forward_train(p, ws, acts, x, y, ct::dropout_config{}, ct::causal{}).ok());
+        REQUIRE(L::backward(p, acts, ws, dy, g, dx, ct::causal{}).ok());
+        append(o, dx), append_params(o, g);
     });
 }
 

@@ -350,10 +350,12 @@ inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::siz
 // b in panel layout: ldb is the number of elements from b on that the forward may prefetch (0:
 // none; gemm_panels_packed decides): the block the tiles read next (the next panel's, the first
 // panel's next K block, or, after this call's last, the weight's next panel).
+// Columns [n_lo, n_hi) only (n_lo a multiple of NR): a part of the columns, the operands' layout
+// still that of all N.
 template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
-                        bool accumulate) {
+                        bool accumulate, std::size_t n_lo = 0, std::size_t n_hi = std::size_t(-1)) {
     using tile = gemm_tile<T>;
     constexpr std::size_t MR = tile::MR, NV = tile::NV, NR = tile::NR, KC = tile::KC, KCI = tile::KC_in_place;
     // a is packed only when transposed, or large and far apart; compact kernels' scratch (from
@@ -383,8 +385,9 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
         const bool packed_a = packs_a<T, AL>(mend - mb, kc, lda);
         for (std::size_t m0 = mb; packed_a && m0 < mend; m0 += MR)
             pack_a<T, AL>(mend, m0, k0, kc, a, lda, ap + (m0 - mb) * kc);
-        for (std::size_t n0 = 0; n0 < N; n0 += NR) {
-            const std::size_t ncols = N - n0 < NR ? N - n0 : NR;
+        const std::size_t n_end = n_hi < N ? n_hi : N;
+        for (std::size_t n0 = n_lo; n0 < n_end; n0 += NR) {
+            const std::size_t ncols = n_end - n0 < NR ? n_end - n0 : NR;
             const T* panel = bp;
             if constexpr (BL == b_layout::panels) panel = b + (n0 / NR * K + k0) * NR;
             else pack_b<T, BL>(N, k0, kc, n0, b, ldb, bp);
@@ -399,7 +402,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
             std::size_t b_next_len = 0;
             if constexpr (BL == b_layout::panels) {
                 if (prefetch) {
-                    if (n0 + NR < N) b_next = panel + K * NR;                // the next panel's block
+                    if (n0 + NR < n_end) b_next = panel + K * NR;            // the next panel's block
                     else if (kb + 1 < kblocks) b_next = b + (k0 + kc) * NR;  // the first panel's next K block
                     else b_next = panel + kc * NR;                           // what follows this call in memory
                     const std::size_t left = ldb - std::size_t(b_next - b);  // (never past ldb)
@@ -412,7 +415,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                     const std::size_t share = t < tiles ? t : tiles - 1;
                     if constexpr (BL == b_layout::panels) {
                         prefetch_share(b_next, b_next_len, share, tiles);
-                    } else if (n0 + NR < N) {
+                    } else if (n0 + NR < n_end) {
                         prefetch_b_share<T, BL>(N, k0, kc, n0 + NR, b, ldb, share, tiles);
                     }
                     const std::size_t next = m0 + rows, next_rows = mend - next < MR ? mend - next : MR;
@@ -694,6 +697,11 @@ namespace detail {
 inline constexpr std::size_t task_rows = 96;
 template <class T>
 inline constexpr std::size_t task_pack_elems = gemm_tile<T>::compact ? 1 : pack_block_elems<T>(task_rows, gemm_tile<T>::KC);
+// ... and for the weight-gradient GEMM (a transposed: a block of tn_block_rows rows, gemm_tn_panels)
+template <class T>
+inline constexpr std::size_t tn_task_pack_elems =
+    gemm_tile<T>::KC * gemm_tile<T>::NR +
+    (tn_a_block_bytes / sizeof(T) > tn_row_step * gemm_tile<T>::KC ? tn_a_block_bytes / sizeof(T) : tn_row_step * gemm_tile<T>::KC);
 // Rows of a a task hands the packed path at once: all of them, unless the path may pack a (then
 // what its scratch holds).
 template <class T> constexpr std::size_t task_row_block(std::size_t M, std::size_t K, std::size_t lda) {
@@ -813,8 +821,17 @@ template <class T>
 inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                            std::size_t ldb, T* c_panels, T* pack) {
     if (M == 0 || N == 0 || K == 0) return;
-    detail::gemm_packed<T, detail::a_layout::cols, detail::b_layout::rows, detail::c_layout::panels>(
-        M, N, K, a, lda, b, ldb, c_panels, 0, static_cast<const T*>(nullptr), identity_op{}, pack, true);
+    constexpr auto tn = [](auto&&... args) {
+        detail::gemm_packed<T, detail::a_layout::cols, detail::b_layout::rows, detail::c_layout::panels>(args...);
+    };
+    const auto part = [&](std::size_t n0, std::size_t nc) {  // output panels n0..: another thread's scratch
+        alignas(64) T task_pack[detail::tn_task_pack_elems<T>];
+        tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, +task_pack, true,
+           n0, n0 + nc);
+    };
+    if (!detail::split_columns<T>(M, N, K, part))
+        tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, pack, true,
+           std::size_t(0), N);
 }
 
 // An input's gradient: c: (M, N) (+)= a: (M, K) · Pᵀ, P: (N, K) in panel layout (a weight stored
@@ -837,8 +854,20 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
         transpose(N, M, ct, M, c, ldc);
         return;
     }
-    detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels_t, detail::c_layout::rows>(
-        M, N, K, a, lda, p_panels, 0, c, ldc, static_cast<const T*>(nullptr), identity_op{}, pack, accumulate);
+    constexpr auto nt = [](auto&&... args) {
+        detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels_t, detail::c_layout::rows>(args...);
+    };
+    const auto part = [&](std::size_t n0, std::size_t nc) {  // columns n0..: another thread's scratch, a's rows in blocks
+        alignas(64) T task_pack[detail::task_pack_elems<T>];
+        const std::size_t mb = detail::packs_a<T, detail::a_layout::rows>(M, K < gemm_tile<T>::KC ? K : gemm_tile<T>::KC, lda)
+                                   ? detail::task_rows : M;
+        for (std::size_t m0 = 0; m0 < M; m0 += mb)
+            nt(M - m0 < mb ? M - m0 : mb, N, K, a + m0 * lda, lda, p_panels, std::size_t(0), c + m0 * ldc, ldc,
+               static_cast<const T*>(nullptr), identity_op{}, +task_pack, accumulate, n0, n0 + nc);
+    };
+    if (!detail::split_columns<T>(M, N, K, part))
+        nt(M, N, K, a, lda, p_panels, std::size_t(0), c, ldc, static_cast<const T*>(nullptr), identity_op{}, pack, accumulate,
+           std::size_t(0), N);
 }
 
 // Column sums: acc: (N) += Σ_r x[r, :] (x: (rows, N) at ldx): a bias's gradient.

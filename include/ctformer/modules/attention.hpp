@@ -306,16 +306,18 @@ template <class Cfg> struct attention {
         out_backward(p, g, ctx, dy, M, s);
         for (std::size_t i = 0; i < M * qkv_ld; ++i) s.d_q[i] = T(0);
         const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t o = b * Tq * qkv_ld, oq = o + h * Dh, ok = o + k_off + h / G * Dh,
-                                  ov = o + v_off + h / G * Dh, oc = b * Tq * D + h * Dh;
+        // (a key/value head's G query heads in one part, in order: they add into its dk, dv)
+        for_head_grads(B, KH, Tq, Tq, s, [&](std::size_t b, std::size_t kh, head_scratch<T> hs) {
+            for (std::size_t h = kh * G; h < (kh + 1) * G; ++h) {
+                const std::size_t o = b * Tq * qkv_ld, oq = o + h * Dh, ok = o + k_off + kh * Dh, ov = o + v_off + kh * Dh,
+                                  oc = b * Tq * D + h * Dh;
                 const head_saved<T> f{{qkv + oq, qkv_ld}, {qkv + ok, qkv_ld}, {qkv + ov, qkv_ld}, {ctx + oc, D},
                                       lse + (b * H + h) * Tq};
                 const head_grads<T> hg{{s.d_q + oq, qkv_ld}, {s.d_q + ok, qkv_ld}, {s.d_q + ov, qkv_ld}};
-                attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, {s.kt, s.vt, s.tiles}, scale,
-                                     mask, head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
+                attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, hs, scale, mask,
+                                     head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
             }
+        });
         if constexpr (rope)  // gradients of the rotated q, k -> of the projections' outputs
             for (std::size_t b = 0; b < B; ++b) rotate_rows<true>(s.d_q + b * Tq * qkv_ld, Tq, 0);
         if constexpr (separate) {
@@ -346,15 +348,14 @@ template <class Cfg> struct attention {
         for (std::size_t i = 0; i < M * D; ++i) s.d_q[i] = T(0);
         for (std::size_t i = 0; i < B * S * kv_ld; ++i) s.d_kv[i] = T(0);
         const T scale = score_scale();
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t h = 0; h < H; ++h) {
-                const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
-                const head_saved<T> f{{q + oq, D}, {kv_mem + okv, kv_ld}, {kv_mem + okv + D, kv_ld}, {ctx + oq, D},
-                                      lse + (b * H + h) * Tq};
-                const head_grads<T> hg{{s.d_q + oq, D}, {s.d_kv + okv, kv_ld}, {s.d_kv + okv + D, kv_ld}};
-                attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, {s.kt, s.vt, s.tiles}, scale,
-                                     mask, head_ref{b, h, H}, 0, drop, dropout_site::cross_attn_weights);
-            }
+        for_head_grads(B, H, Tq, S, s, [&](std::size_t b, std::size_t h, head_scratch<T> hs) {
+            const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
+            const head_saved<T> f{{q + oq, D}, {kv_mem + okv, kv_ld}, {kv_mem + okv + D, kv_ld}, {ctx + oq, D},
+                                  lse + (b * H + h) * Tq};
+            const head_grads<T> hg{{s.d_q + oq, D}, {s.d_kv + okv, kv_ld}, {s.d_kv + okv + D, kv_ld}};
+            attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, hs, scale, mask, head_ref{b, h, H}, 0,
+                                 drop, dropout_site::cross_attn_weights);
+        });
         T* gb = ga.in_bias_data();
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 1, 2, mem, B * S, s.d_kv, kv_ld, gb ? gb + D : nullptr,
@@ -362,6 +363,24 @@ template <class Cfg> struct attention {
     }
 
   private:
+    // f(b, h, scratch) for every batch row b and (key/value) head h < heads, over Tq query rows and
+    // S keys: split over the current executor where that pays and a part's scratch (keys and
+    // values transposed, two tiles) fits grad_task_elems on its thread's stack; else here, with
+    // the workspace's.
+    static constexpr std::size_t grad_task_elems = 48 * 1024;
+    template <class F>
+    static void for_head_grads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t S, const grad_scratch& s, F&& f) {
+        const std::size_t n = B * heads, kv = (Dh * S + 63) / 64 * 64;  // (whole lines)
+        const bool fits = 2 * kv + attention_backward_tile_elems <= grad_task_elems;
+        if (fits && n * Tq * S * Dh >= kernels::detail::parallel_min_macs &&
+            split_parts(n, [&](std::size_t i0, std::size_t i1) {
+                alignas(64) T buf[grad_task_elems];
+                for (std::size_t i = i0; i < i1; ++i) f(i / heads, i % heads, head_scratch<T>{buf, buf + kv, buf + 2 * kv});
+            }))
+            return;
+        for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, head_scratch<T>{s.kt, s.vt, s.tiles});
+    }
+
     // out_proj's backward: its grads (+=) and d_ctx = dy · W_o.
     static void out_backward(const Params& a, Params& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
         linear::backward(out_proj(a).weight, out_proj(ga).weight, 0, 1, ctx, M, dy, D, out_proj(ga).bias_data(), s.d_ctx,
