@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ctformer/ctformer.hpp>
+#include <ctformer/core/thread_pool.hpp>
 
 #include "probes.hpp"
 
@@ -61,7 +62,16 @@ void BM_gemm_microkernel(benchmark::State& st) {
     const double flops = 2.0 * tile::MR * tile::NR * tile::KC;
     report_flops(st, flops);
 }
+// The kernels with 2 threads: a ct::thread_pool(2) as the current executor for the benchmark.
+ct::executor_ref two_threads() {
+    static ct::thread_pool pool(2);
+    return pool;
+}
 void BM_gemm(benchmark::State& st) {
+    gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
+}
+void BM_gemm_t2(benchmark::State& st) {
+    const ct::executor_scope on(two_threads());
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
 }
 void BM_gemm_cold(benchmark::State& st) {
@@ -70,6 +80,7 @@ void BM_gemm_cold(benchmark::State& st) {
 // The backward's two shapes, (M, N, K) as the kernels name them. tn: a weight's gradient,
 // dWᵀ: (In, Out) panels += Xᵀ · dY over K = rows; nt: an input's gradient, dX: (rows, In) = dY · W.
 void BM_gemm_tn(benchmark::State& st) {
+    const ct::executor_scope on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
     const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
     const std::size_t copies = st.range(3) ? 16 : 1, ge = ct::kernels::panel_elems<float>(M, N);
     std::vector<float> x(K * M, 0.5f), dy(K * N * copies, 0.25f), g(ge * copies);
@@ -84,6 +95,7 @@ void BM_gemm_tn(benchmark::State& st) {
     report_flops(st, 2.0 * double(M) * double(N) * double(K));
 }
 void BM_gemm_nt(benchmark::State& st) {
+    const ct::executor_scope on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
     const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
     const std::size_t copies = st.range(3) ? 16 : 1, we = ct::kernels::panel_elems<float>(N, K);
     std::vector<float> dy(M * K, 0.5f), w(we * copies, 0.25f), dx(M * N);
@@ -191,6 +203,7 @@ template <class F> void BM_activation(benchmark::State& st) {
 BENCHMARK(BM_gemm_microkernel)->ComputeStatistics("min", min_of);
 // b in panel layout, as the layer's weights; the peers on PyTorch-layout weights.
 BENCHMARK(BM_gemm)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
+BENCHMARK(BM_gemm_t2)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
 #ifdef CTFORMER_HAVE_CBLAS
 BENCHMARK(BM_sgemm_openblas)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
 #endif
@@ -201,11 +214,12 @@ BENCHMARK(BM_matmul_onednn)->Apply(layer_gemm_shapes)->ComputeStatistics("min", 
 BENCHMARK(BM_gemm_cold)->Args({128, 1536, 512})->Args({128, 2048, 512})->Args({128, 512, 2048})->ComputeStatistics("min", min_of);
 // The base layer's backward: weight gradients (In, Out, rows) and input gradients (rows, In, Out).
 // (a fourth argument 1: sixteen copies of the gradient / weight in turn, out of cache as in a layer)
-BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128, 0})->Args({512, 512, 128, 0})->Args({512, 2048, 128, 0})->Args({2048, 512, 128, 0})
-    ->Args({512, 2048, 128, 1})->Args({64, 192, 16, 0})->Args({64, 256, 16, 0})->Args({256, 64, 16, 0})->ComputeStatistics("min", min_of);
-BENCHMARK(BM_gemm_nt)->Args({128, 512, 1536, 0})->Args({128, 512, 512, 0})->Args({128, 512, 2048, 0})->Args({128, 2048, 512, 0})
-    ->Args({128, 512, 2048, 1})->Args({16, 64, 192, 0})->Args({16, 64, 256, 0})->Args({16, 256, 64, 0})
-    ->Args({16, 512, 2048, 1})->ComputeStatistics("min", min_of);
+BENCHMARK(BM_gemm_tn)->Args({512, 1536, 128, 0, 1})->Args({512, 512, 128, 0, 1})->Args({512, 2048, 128, 0, 1})->Args({2048, 512, 128, 0, 1})
+    ->Args({512, 2048, 128, 1, 1})->Args({64, 192, 16, 0, 1})->Args({64, 256, 16, 0, 1})->Args({256, 64, 16, 0, 1})
+    ->Args({512, 2048, 128, 0, 2})->Args({2048, 512, 128, 0, 2})->ComputeStatistics("min", min_of);
+BENCHMARK(BM_gemm_nt)->Args({128, 512, 1536, 0, 1})->Args({128, 512, 512, 0, 1})->Args({128, 512, 2048, 0, 1})->Args({128, 2048, 512, 0, 1})
+    ->Args({128, 512, 2048, 1, 1})->Args({16, 64, 192, 0, 1})->Args({16, 64, 256, 0, 1})->Args({16, 256, 64, 0, 1})
+    ->Args({16, 512, 2048, 1, 1})->Args({128, 512, 2048, 0, 2})->Args({128, 2048, 512, 0, 2})->ComputeStatistics("min", min_of);
 // b row-major (attention's keys and values): the same kernel with b packed per call.
 BENCHMARK(BM_gemm_rowmajor)->Args({128, 512, 512})->Args({16, 192, 64})->ComputeStatistics("min", min_of);
 BENCHMARK(BM_softmax)->Arg(16)->Arg(128)->Arg(1000)->ComputeStatistics("min", min_of);

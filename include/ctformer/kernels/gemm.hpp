@@ -351,7 +351,8 @@ inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::siz
 // none; gemm_panels_packed decides): the block the tiles read next (the next panel's, the first
 // panel's next K block, or, after this call's last, the weight's next panel).
 // Columns [n_lo, n_hi) only (n_lo a multiple of NR): a part of the columns, the operands' layout
-// still that of all N.
+// still that of all N. c in panel layout: ldc is its panels' row count where c holds more rows
+// than these M (0: M).
 template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
@@ -374,6 +375,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
     const std::size_t b_bytes = K * N * sizeof(T);
     const bool prefetch = !tile::compact && (BL == b_layout::panels ? ldb > 0 : backward && b_bytes >= prefetch_min_bytes);
     const std::size_t mc = AL == a_layout::cols ? tn_block_rows<T>(K < KC ? K : KC) : M;
+    const std::size_t c_rows = CL == c_layout::panels && ldc ? ldc : M;  // a panel's rows in c
     for (std::size_t mb = 0; mb < M; mb += mc) {
       const std::size_t mend = M - mb < mc ? M : mb + mc;
       for (std::size_t kb = 0; kb < kblocks; ++kb) {
@@ -419,10 +421,10 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
                         prefetch_b_share<T, BL>(N, k0, kc, n0 + NR, b, ldb, share, tiles);
                     }
                     const std::size_t next = m0 + rows, next_rows = mend - next < MR ? mend - next : MR;
-                    if (from_c && next < mend) prefetch_c_tile<T, CL>(c, ldc, M, next, next_rows, n0, ncols);
+                    if (from_c && next < mend) prefetch_c_tile<T, CL>(c, ldc, c_rows, next, next_rows, n0, ncols);
                 }
                 const bool whole = CL == c_layout::panels || ncols == NR;
-                T* cm = CL == c_layout::panels ? c + (n0 / NR * M + m0) * NR : c + m0 * ldc + n0;
+                T* cm = CL == c_layout::panels ? c + (n0 / NR * c_rows + m0) * NR : c + m0 * ldc + n0;
                 const std::size_t ldcm = CL == c_layout::panels ? NR : ldc;
                 alignas(64) T edge[MR * NR];  // a partial panel goes through a padded tile
                 T* dst = whole ? cm : edge;
@@ -596,7 +598,7 @@ inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t ld
 // as much as this much work).
 // (A test may define CTFORMER_PARALLEL_MIN_MACS 1 to split every product.)
 #ifndef CTFORMER_PARALLEL_MIN_MACS
-#define CTFORMER_PARALLEL_MIN_MACS (std::size_t(1) << 16)
+#define CTFORMER_PARALLEL_MIN_MACS (std::size_t(1) << 17)
 #endif
 inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
 
@@ -694,7 +696,7 @@ namespace detail {
 // A parallel task's own scratch, on its thread's stack (the workspace's is one thread's): one
 // (KC x NR) block of b and a's rows packed task_rows at a time (float: 32 KB on AVX2, 128 KB on
 // AVX-512).
-inline constexpr std::size_t task_rows = 96;
+inline constexpr std::size_t task_rows = 128;
 template <class T>
 inline constexpr std::size_t task_pack_elems = gemm_tile<T>::compact ? 1 : pack_block_elems<T>(task_rows, gemm_tile<T>::KC);
 // ... and for the weight-gradient GEMM (a transposed: a block of tn_block_rows rows, gemm_tn_panels)
@@ -824,12 +826,16 @@ inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T*
     constexpr auto tn = [](auto&&... args) {
         detail::gemm_packed<T, detail::a_layout::cols, detail::b_layout::rows, detail::c_layout::panels>(args...);
     };
-    const auto part = [&](std::size_t n0, std::size_t nc) {  // output panels n0..: another thread's scratch
+    // Parts of the rows of c (the weight's inputs), each packing only its rows of a; b is packed
+    // once per block of rows either way (tn_block_rows).
+    constexpr std::size_t step = detail::tn_row_step;
+    const auto part = [&](std::size_t g0, std::size_t g1) {  // on another thread: its own scratch
         alignas(64) T task_pack[detail::tn_task_pack_elems<T>];
-        tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, +task_pack, true,
-           n0, n0 + nc);
+        const std::size_t m0 = g0 * step, m1 = g1 * step < M ? g1 * step : M;
+        tn(m1 - m0, N, K, a + m0, lda, b, ldb, c_panels + m0 * gemm_tile<T>::NR, M, static_cast<const T*>(nullptr),
+           identity_op{}, +task_pack, true, std::size_t(0), N);
     };
-    if (!detail::split_columns<T>(M, N, K, part))
+    if (M * N * K < detail::parallel_min_macs || !split_parts((M + step - 1) / step, part))
         tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, pack, true,
            std::size_t(0), N);
 }
