@@ -71,10 +71,12 @@ template <class M> struct Storage {
     static inline typename M::template GenerateWorkspace<Prompt> gws;
 };
 
-template <class M> void BM_generate(benchmark::State& st, const char* name) {
+// threads: ctformer's executor (bench::executor; 1: the calling thread alone).
+template <class M> void BM_generate(benchmark::State& st, const char* name, std::size_t threads = 1) {
     using S = Storage<M>;
     static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
     if (!load(S::p, name, st)) return;
+    S::gws.executor = bench::executor(threads);
     const ct::token prompt[1] = {5};
     for (auto _ : st) {
         S::cache.reset();
@@ -86,14 +88,16 @@ template <class M> void BM_generate(benchmark::State& st, const char* name) {
     }
     st.counters["tokens"] = Gen;
     st.counters["tokens/s"] = benchmark::Counter(Gen, benchmark::Counter::kIsIterationInvariantRate);
+    S::gws.executor = {};
 }
 
 // The prompt's time to its first token: generate with max_new = 1 (one 64-row step; the LM head
 // only for the last row, as llama.cpp evaluates a prompt).
-template <class M> void BM_prefill(benchmark::State& st, const char* name) {
+template <class M> void BM_prefill(benchmark::State& st, const char* name, std::size_t threads = 1) {
     using S = Storage<M>;
     static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
     if (!load(S::p, name, st)) return;
+    S::gws.executor = bench::executor(threads);
     ct::token prompt[Prompt];
     for (std::size_t i = 0; i < Prompt; ++i) prompt[i] = ct::token(300 + i);
     for (auto _ : st) {
@@ -106,6 +110,7 @@ template <class M> void BM_prefill(benchmark::State& st, const char* name) {
     }
     st.counters["tokens"] = Prompt;
     st.counters["tokens/s"] = benchmark::Counter(Prompt, benchmark::Counter::kIsIterationInvariantRate);
+    S::gws.executor = {};
 }
 
 void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repetition
@@ -131,6 +136,13 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M"); });
     add("decode/stories15M_int8_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M"); });
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M"); });
+    // two threads (#40): ct::thread_pool(2) as the generate workspace's executor
+    add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
+    add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });
+    add("decode/stories15M_int4_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M", 2); });
+    add("decode/stories15M_int8_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M", 2); });
+    add("decode/stories15M_int4_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M", 2); });
+    add("decode/stories15M_t2/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
     add("decode/gpt2_d256/prefill", [](benchmark::State& st) { BM_prefill<GPT2>(st, "gpt2_d256"); });

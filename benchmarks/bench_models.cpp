@@ -63,7 +63,7 @@ void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repe
     st.counters["peak_GFLOP/s"] = flops / 1e9;
 }
 
-void BM_ctformer_train(benchmark::State& st) {
+template <std::size_t Threads = 1> void BM_ctformer_train(benchmark::State& st) {
     using Opt = ct::AdamW<Model::Params>;
     using Ws = Model::TrainWorkspace<B, T>;
     using Acts = Model::Activations<B, T>;
@@ -77,6 +77,7 @@ void BM_ctformer_train(benchmark::State& st) {
     static const bool advised [[maybe_unused]] = bench::advise_huge(p, g, opt, ws, acts);
     init(p);
     for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = ct::token(i * 7 % V), tgt.storage[i] = ct::token(i * 11 % V);
+    ws.executor = bench::executor(Threads);
     for (auto _ : st) {
         ct::zero_grad(g);
         float loss = 0;
@@ -88,13 +89,14 @@ void BM_ctformer_train(benchmark::State& st) {
     train_counters(st);
 }
 
-void BM_ctformer_generate(benchmark::State& st) {
+template <std::size_t Threads = 1> void BM_ctformer_generate(benchmark::State& st) {
     using Cache = Model::KVCache<1, Ctx>;
     alignas(ct::huge_page_alignment<Model::Params>) static Model::Params p;
     alignas(ct::huge_page_alignment<Cache>) static Cache cache;
     static Model::GenerateWorkspace<8> gws;
     static const bool advised [[maybe_unused]] = bench::advise_huge(p, cache);
     init(p);
+    gws.executor = bench::executor(Threads);
     const ct::token prompt[1] = {1};
     for (auto _ : st) {
         cache.reset();
@@ -206,8 +208,10 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
 }  // namespace
 
 BENCHMARK(BM_peak_fma_probe)->Iterations(1);
-CT_BENCH(BM_ctformer_train, "gpt/train/ctformer");
-CT_BENCH(BM_ctformer_generate, "gpt/generate/ctformer");
+CT_BENCH(BM_ctformer_train<>, "gpt/train/ctformer");
+CT_BENCH(BM_ctformer_generate<>, "gpt/generate/ctformer");
+CT_BENCH(BM_ctformer_train<2>, "gpt/train/ctformer_t2");
+CT_BENCH(BM_ctformer_generate<2>, "gpt/generate/ctformer_t2");
 #ifdef CTFORMER_HAVE_EIGEN
 CT_BENCH(BM_eigen_generate, "gpt/generate/eigen");
 #endif

@@ -1,7 +1,12 @@
 // Zero heap allocations in the stacks, the GPT (training, steps, generation), the optimizers and
-// checkpoints. This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
+// checkpoints, also with a thread pool as their executor (every product split here, however
+// small). This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
+#define CTFORMER_PARALLEL_MIN_MACS 1
+#define CTFORMER_PARALLEL_MIN_ELEMS 1
 #include "alloc_counter.hpp"
 #ifndef CT_ALLOC_SANITIZED
+#include <ctformer/core/thread_pool.hpp>
+
 #include "common.hpp"
 #include "reference.hpp"
 
@@ -184,5 +189,67 @@ TEST_CASE("no heap allocation with quantized weights: quantization at load, forw
     });
     CHECK(ok);
     CHECK(n == 0);
+}
+TEST_CASE("no heap allocation per call with a thread pool: layer, stack, GPT (train, AdamW, generate), Llama steps") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+    using S = ct::DecoderStack<L, 2>;
+    using Blk = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>>;
+    using M = ct::GPT<13, 8, Blk, 2>;
+    using LM = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>>;
+    static S::Params sp;
+    static S::Grads sg;
+    static S::TrainWorkspace<2, 5, 7> sws;
+    static S::Activations<2, 5, 7> sacts;
+    static S::KVCache<2, 5> scache;
+    static S::CrossKVCache<2, 7> scc;
+    static S::StepWorkspace<2, 1> sstep;
+    static ct::Tensor<float, 2, 5, 16> tgt, out, d_tgt;
+    static ct::Tensor<float, 2, 7, 16> mem, d_mem;
+    static ct::Tensor<float, 2, 1, 16> x1, y1;
+    static M::Params mp;
+    static M::Grads mg;
+    static M::TrainWorkspace<2, 6> mws;
+    static M::Activations<2, 6> macts;
+    static M::KVCache<1, 8> mcache;
+    static M::GenerateWorkspace<4> gen;
+    static ct::AdamW<M::Params> adam;
+    static LM::Params lp;
+    static LM::StepWorkspace<2, 3> lsws;
+    static LM::KVCache<2, 8> lcache;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    static ct::Tensor<ct::token, 2, 3> chunk;
+    static ct::Tensor<float, 2, 3, 13> step_logits;
+    ref::randomize(sp, 1);
+    ref::randomize(mp, 2);
+    ref::randomize(lp, 3);
+    ref::randomize_tensor(tgt, 4);
+    ref::randomize_tensor(mem, 5);
+    for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = static_cast<ct::token>(i % 13), tar.storage[i] = static_cast<ct::token>((i * 5) % 13);
+    for (std::size_t i = 0; i < chunk.size; ++i) chunk.storage[i] = static_cast<ct::token>(i % 13);
+    const ct::token prompt[3] = {1, 2, 3};
+    for (std::size_t threads : {2u, 3u}) {
+        ct::thread_pool pool(threads);  // (its workers: the only allocation, here)
+        sws.executor = pool, sstep.executor = pool, mws.executor = pool, gen.executor = pool, adam.executor = pool;
+        lsws.executor = pool;
+        bool ok = true;
+        const std::size_t n = alloc_counter::during([&] {
+            const ct::dropout_config dc{0.1f, -1, -1, 3, 4};
+            ok = ok && S::forward(sp, sws, tgt, mem, out, ct::causal{}).ok();
+            ok = ok && S::forward_train(sp, sws, sacts, tgt, mem, out, dc, ct::causal{}).ok();
+            ok = ok && S::backward(sp, sacts, sws, out, sg, d_tgt, d_mem, ct::causal{}).ok();
+            S::fill_cross_cache(sp, sstep, scc, mem);
+            ok = ok && S::step(sp, sstep, scache, scc, x1, y1, ct::causal{}).ok() && scache.truncate_all(0).ok();
+            float loss = 0;
+            ok = ok && M::forward_train(mp, mws, macts, tok, tar, loss, dc).ok() && M::backward(mp, macts, mws, mg).ok();
+            ok = ok && adam.step(mp, mg).ok();
+            mcache.reset();
+            ok = ok && M::generate(mp, gen, mcache, prompt, 3, 4, ct::sampling{.top_k = 5}, [](ct::token) { return true; }).ok();
+            lcache.reset();
+            ok = ok && LM::step_ragged(lp, lsws, lcache, chunk, step_logits, {3, 2}).ok();
+        });
+        INFO(threads << " threads");
+        CHECK(ok);
+        CHECK(n == 0);
+    }
 }
 #endif  // CT_ALLOC_SANITIZED

@@ -1,11 +1,12 @@
 // Every core (core/executor.hpp): each entry point run with ct::thread_pool executors of 1, 2, 3 and
 // 7 threads (more threads than work items in the small shapes) gives bit-for-bit the sequential
 // results — forward, backward, the decoding step, the cross cache's fill, the GPT's training step
-// and generation, Llama with quantized weights (weight-only and int8 activations) and bf16 caches.
+// (optimizers included) and generation, Llama with quantized weights (weight-only and int8 activations) and bf16 caches.
 // Every product is split here, however small (CTFORMER_PARALLEL_MIN_MACS 1), so the split paths run
 // on these shapes: partial panels, row groups, (batch, head) pairs. .ci/run also builds this test
 // with ThreadSanitizer.
 #define CTFORMER_PARALLEL_MIN_MACS 1
+#define CTFORMER_PARALLEL_MIN_ELEMS 1
 #include <cstring>
 #include <vector>
 
@@ -148,7 +149,8 @@ TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200
 }
 
 namespace {
-// A GPT: training steps (forward_train, backward, AdamW), evaluation and sampled generation.
+// A GPT: training steps (forward_train, backward, AdamW and SGD with momentum), evaluation and
+// sampled generation.
 template <class M> void gpt_case(const char* what) {
     constexpr std::size_t V = M::vocab;
     static typename M::Params p0, p;
@@ -165,15 +167,19 @@ template <class M> void gpt_case(const char* what) {
         tok.storage[i] = static_cast<ct::token>(i * 7 % V), tar.storage[i] = static_cast<ct::token>((i * 5 + 1) % V);
     same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
         static ct::AdamW<typename M::Params> adam;
+        static ct::SGD<typename M::Params> sgd;
         adam = ct::AdamW<typename M::Params>{};
+        sgd = ct::SGD<typename M::Params>{};
+        sgd.options.momentum = 0.9;
         p = p0;
-        tws.executor = ex, ws.executor = ex, gen.executor = ex;
+        tws.executor = ex, ws.executor = ex, gen.executor = ex, adam.executor = ex, sgd.executor = ex;
         for (int s = 0; s < 2; ++s) {
             float loss = 0;
             ct::zero_grad(g);
             REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
             REQUIRE(M::backward(p, acts, tws, g).ok());
             REQUIRE(adam.step(p, g).ok());
+            REQUIRE(sgd.step(p, g).ok());
             o.insert(o.end(), reinterpret_cast<unsigned char*>(&loss), reinterpret_cast<unsigned char*>(&loss) + 4);
         }
         append_params(o, p);

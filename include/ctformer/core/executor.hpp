@@ -106,6 +106,18 @@ template <class F> inline bool split_parts(std::size_t items, F&& f) {
     return true;
 }
 
+// f(i0, i1) over [0, n) for elementwise work (each element computed alone: any split gives the
+// same values): parts of whole 64-element blocks over the current executor where n is at least
+// min_elems, else f(0, n) here.
+template <class F> inline void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
+    constexpr std::size_t block = 64;
+    if (n >= min_elems && split_parts((n + block - 1) / block, [&](std::size_t b0, std::size_t b1) {
+            f(b0 * block, b1 * block < n ? b1 * block : n);
+        }))
+        return;
+    f(std::size_t(0), n);
+}
+
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
 // enclosing call's stays, so a stack's layers run on the stack's executor).
 class executor_scope {

@@ -7,6 +7,7 @@
 //   ct::zero_grad(grads);  /* forward_train + backward per micro-batch */
 //   ct::clip_grad_norm(grads, 1.0);
 //   opt.step(params, grads, ct::cosine_warmup{3e-4, 100, 2000});
+//   opt.executor = pool;                              // optional: tensors split over its threads
 //
 // Each update runs elementwise over the raw storage (zip_storage): the panel padding of a packed
 // weight is zero in params, grads and state, and every update keeps it zero.
@@ -18,11 +19,21 @@
 #include <type_traits>
 
 #include "../kernels/optim.hpp"
+#include "../core/executor.hpp"
 #include "../core/reflect.hpp"
 #include "../core/status.hpp"
 #include "../core/tensor.hpp"
 
 namespace ctformer {
+
+namespace detail {
+// Elements of a tensor below which its update runs on the calling thread alone (a test may
+// define CTFORMER_PARALLEL_MIN_ELEMS 1 to split every tensor).
+#ifndef CTFORMER_PARALLEL_MIN_ELEMS
+#define CTFORMER_PARALLEL_MIN_ELEMS (std::size_t(1) << 14)
+#endif
+inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
+}  // namespace detail
 
 // PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero.
 template <class P> void zero_grad(P& grads) { zero_params(grads); }
@@ -108,6 +119,7 @@ template <class P> struct SGD {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(SGD, (P, momentum_buffer), (Tensor<double, 1>, step_count));
     sgd_options options{};
+    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
@@ -123,18 +135,21 @@ template <class P> struct SGD {
             }))
             return status::error(errc::invalid_option, "lr");  // a value beyond the dtype's range
         const bool first = step_count.storage[0] == 0;
+        const executor_scope on(executor);
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* buf) {
             using T = std::remove_cvref_t<decltype(*p)>;
             const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
             const T damp = static_cast<T>(1 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-            for (std::size_t i = 0; i < n; ++i) {
-                T d = o.weight_decay != 0 ? std::fma(wd, p[i], g[i]) : g[i];
-                if (o.momentum != 0) {
-                    buf[i] = first ? d : std::fma(damp, d, buf[i] * mom);
-                    d = o.nesterov ? std::fma(mom, buf[i], d) : buf[i];
+            split_elements(n, detail::parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+                for (std::size_t i = i0; i < i1; ++i) {
+                    T d = o.weight_decay != 0 ? std::fma(wd, p[i], g[i]) : g[i];
+                    if (o.momentum != 0) {
+                        buf[i] = first ? d : std::fma(damp, d, buf[i] * mom);
+                        d = o.nesterov ? std::fma(mom, buf[i], d) : buf[i];
+                    }
+                    p[i] = std::fma(neg_lr, d, p[i]);
                 }
-                p[i] = std::fma(neg_lr, d, p[i]);
-            }
+            });
         }, params, grads, momentum_buffer);
         step_count.storage[0] += 1;
         return {};
@@ -172,6 +187,7 @@ template <class P> struct AdamW {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
+    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
@@ -196,9 +212,12 @@ template <class P> struct AdamW {
                 return sc.bias_correction2_sqrt > 0 && detail::finite(sc.neg_step) && detail::finite(sc.decay);
             }))
             return status::error(errc::invalid_option, "lr");  // lr / (1 - beta1^t) beyond the dtype's range
+        const executor_scope on(executor);
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* m, auto* v) {
             using T = std::remove_cvref_t<decltype(*p)>;
-            kernels::adamw_update(n, p, g, m, v, scalars(T{}));
+            split_elements(n, detail::parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+                kernels::adamw_update(i1 - i0, p + i0, g + i0, m + i0, v + i0, scalars(T{}));
+            });
         }, params, grads, exp_avg, exp_avg_sq);
         step_count.storage[0] = t;
         return {};
