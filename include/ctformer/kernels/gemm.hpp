@@ -864,7 +864,8 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
         detail::gemm_packed<T, detail::a_layout::rows, detail::b_layout::panels_t, detail::c_layout::rows>(args...);
     };
     const auto part = [&](std::size_t n0, std::size_t nc) {  // columns n0..: another thread's scratch, a's rows in blocks
-        alignas(64) T task_pack[detail::task_pack_elems<T>];
+        // (b is always packed here: compact kernels too)
+        alignas(64) T task_pack[detail::pack_block_elems<T>(detail::task_rows, gemm_tile<T>::KC)];
         const std::size_t mb = detail::packs_a<T, detail::a_layout::rows>(M, K < gemm_tile<T>::KC ? K : gemm_tile<T>::KC, lda)
                                    ? detail::task_rows : M;
         for (std::size_t m0 = 0; m0 < M; m0 += mb)
