@@ -72,7 +72,7 @@ class thread_pool {
 #elif defined(__aarch64__) || defined(__arm__)
         asm volatile("yield");
 #endif
-        if (spin >= spin_limit / 8 && spin % 64 == 0) std::this_thread::yield();
+        if (spin >= spin_limit / 8) std::this_thread::yield();
     }
 
     void run_share(std::size_t id) {
