@@ -70,6 +70,16 @@ ct::executor_ref two_threads() {
 void BM_gemm(benchmark::State& st) {
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
 }
+// One fork-join of the 2-thread pool over two empty parts: the synchronization a parallel region
+// costs by itself (both threads awake: back-to-back regions, as in a layer's).
+void BM_fork_join(benchmark::State& st) {
+    const ct::executor_ref ex = two_threads();
+    std::size_t sink = 0;
+    for (auto _ : st) {
+        ex.for_each(2, [&](std::size_t i) { benchmark::DoNotOptimize(i); });
+        benchmark::DoNotOptimize(++sink);
+    }
+}
 void BM_gemm_t2(benchmark::State& st) {
     const ct::executor_scope on(two_threads());
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
@@ -203,6 +213,7 @@ template <class F> void BM_activation(benchmark::State& st) {
 BENCHMARK(BM_gemm_microkernel)->ComputeStatistics("min", min_of);
 // b in panel layout, as the layer's weights; the peers on PyTorch-layout weights.
 BENCHMARK(BM_gemm)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
+BENCHMARK(BM_fork_join)->ComputeStatistics("min", min_of);
 BENCHMARK(BM_gemm_t2)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);
 #ifdef CTFORMER_HAVE_CBLAS
 BENCHMARK(BM_sgemm_openblas)->Apply(layer_gemm_shapes)->ComputeStatistics("min", min_of);

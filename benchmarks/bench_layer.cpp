@@ -273,7 +273,8 @@ template <const shape& s> void BM_eigen_step(benchmark::State& st) {
 // The layer written over a GEMM library (blas_decoder.hpp: OpenBLAS's cblas_sgemm, or oneDNN's
 // matmul), ctformer's weights, checked against ctformer's output (max abs error reported; an
 // error above 1e-3 skips the benchmark).
-template <const shape& s, class Gemm> void BM_gemm_layer(benchmark::State& st) {
+template <const shape& s, class Gemm, int Threads = 1> void BM_gemm_layer(benchmark::State& st) {
+    const bench::peer_threads threads(Threads);
     using R = layer_rig<s>;
     R::fill_all();
     R::forward();
@@ -295,8 +296,9 @@ template <const shape& s, class Gemm> void BM_gemm_layer(benchmark::State& st) {
 #endif
 
 #ifdef CTFORMER_HAVE_TORCH
-template <const shape& s> void BM_libtorch(benchmark::State& st) {
-    torch::set_num_threads(1);
+template <const shape& s, int Threads = 1> void BM_libtorch(benchmark::State& st) {
+    const bench::peer_threads threads(Threads);
+    torch::set_num_threads(Threads);
     torch::NoGradGuard no_grad;
     torch::nn::TransformerDecoderLayer layer(
         torch::nn::TransformerDecoderLayerOptions(int64_t(s.D), int64_t(s.H)).dim_feedforward(int64_t(s.F)).dropout(0.0));
@@ -307,12 +309,14 @@ template <const shape& s> void BM_libtorch(benchmark::State& st) {
     auto mask = torch::full({int64_t(s.T), int64_t(s.T)}, -std::numeric_limits<float>::infinity()).triu(1);
     for (auto _ : st) benchmark::DoNotOptimize(layer->forward(tgt, mem, mask).data_ptr());
     flop_counters(st, layer_flops(s));
+    torch::set_num_threads(1);
 }
 
 // libtorch autograd: forward + backward of sum(out · d_out) (train mode, dropout 0), gradients
 // accumulated into the parameters' .grad as PyTorch users do.
-template <const shape& s> void BM_libtorch_train(benchmark::State& st) {
-    torch::set_num_threads(1);
+template <const shape& s, int Threads = 1> void BM_libtorch_train(benchmark::State& st) {
+    const bench::peer_threads threads(Threads);
+    torch::set_num_threads(Threads);
     torch::nn::TransformerDecoderLayer layer(
         torch::nn::TransformerDecoderLayerOptions(int64_t(s.D), int64_t(s.H)).dim_feedforward(int64_t(s.F)).dropout(0.0));
     layer->train();
@@ -326,6 +330,7 @@ template <const shape& s> void BM_libtorch_train(benchmark::State& st) {
         benchmark::DoNotOptimize(tgt.grad().data_ptr());
     }
     flop_counters(st, 3 * layer_flops(s));
+    torch::set_num_threads(1);
 }
 #endif
 
@@ -338,7 +343,12 @@ double min_of(const std::vector<double>& v) { return *std::min_element(v.begin()
     CT_BENCH((BM_gemm_layer<small, Gemm>), "layer/small/" name);                     \
     CT_BENCH((BM_gemm_layer<base, Gemm>), "layer/base/" name);                       \
     CT_BENCH((BM_gemm_layer<batched, Gemm>), "layer/batched/" name);                 \
-    CT_BENCH((BM_gemm_layer<gpt, Gemm>), "layer/gpt/" name)
+    CT_BENCH((BM_gemm_layer<gpt, Gemm>), "layer/gpt/" name);                         \
+    CT_BENCH((BM_gemm_layer<tiny, Gemm, 2>), "layer/tiny/" name "_t2");              \
+    CT_BENCH((BM_gemm_layer<small, Gemm, 2>), "layer/small/" name "_t2");            \
+    CT_BENCH((BM_gemm_layer<base, Gemm, 2>), "layer/base/" name "_t2");              \
+    CT_BENCH((BM_gemm_layer<batched, Gemm, 2>), "layer/batched/" name "_t2");        \
+    CT_BENCH((BM_gemm_layer<gpt, Gemm, 2>), "layer/gpt/" name "_t2")
 
 #include "layer_parts.hpp"
 
@@ -434,5 +444,11 @@ CT_BENCH(BM_libtorch<base>, "layer/base/libtorch");
 CT_BENCH(BM_libtorch<batched>, "layer/batched/libtorch");
 CT_BENCH(BM_libtorch_train<tiny>, "train/tiny/libtorch");
 CT_BENCH(BM_libtorch_train<base>, "train/base/libtorch");
+CT_BENCH((BM_libtorch<tiny, 2>), "layer/tiny/libtorch_t2");
+CT_BENCH((BM_libtorch<small, 2>), "layer/small/libtorch_t2");
+CT_BENCH((BM_libtorch<base, 2>), "layer/base/libtorch_t2");
+CT_BENCH((BM_libtorch<batched, 2>), "layer/batched/libtorch_t2");
+CT_BENCH((BM_libtorch_train<tiny, 2>), "train/tiny/libtorch_t2");
+CT_BENCH((BM_libtorch_train<base, 2>), "train/base/libtorch_t2");
 #endif
 int main(int argc, char** argv) { return bench::main(argc, argv); }

@@ -62,6 +62,28 @@ inline ctformer::executor_ref executor(std::size_t threads) {
     return *pools[threads];
 }
 
+// The peers' threads for one benchmark: OpenBLAS's pool (openblas_set_num_threads) and the OpenMP
+// runtime oneDNN and libtorch run on (omp_set_num_threads), where linked in; scripts/bench_report
+// starts every program with one (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=1). RAII: back to 1 after.
+#ifdef CTFORMER_HAVE_CBLAS
+extern "C" void openblas_set_num_threads(int);
+#endif
+#ifdef CTFORMER_HAVE_OPENMP
+extern "C" void omp_set_num_threads(int);
+#endif
+struct peer_threads {
+    explicit peer_threads(int n) { set(n); }
+    ~peer_threads() { set(1); }
+    static void set([[maybe_unused]] int n) {
+#ifdef CTFORMER_HAVE_CBLAS
+        openblas_set_num_threads(n);
+#endif
+#ifdef CTFORMER_HAVE_OPENMP
+        omp_set_num_threads(n);
+#endif
+    }
+};
+
 inline int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

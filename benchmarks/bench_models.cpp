@@ -168,8 +168,9 @@ struct TorchGPTImpl : torch::nn::Module {
 };
 TORCH_MODULE(TorchGPT);
 
-void BM_libtorch_train(benchmark::State& st) {
-    torch::set_num_threads(1);
+template <int Threads = 1> void BM_libtorch_train(benchmark::State& st) {
+    const bench::peer_threads threads(Threads);
+    torch::set_num_threads(Threads);
     TorchGPT m;
     m->train();
     torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(1e-3));
@@ -183,6 +184,7 @@ void BM_libtorch_train(benchmark::State& st) {
         benchmark::DoNotOptimize(loss.data_ptr());
     }
     train_counters(st);
+    torch::set_num_threads(1);
 }
 
 void BM_libtorch_generate(benchmark::State& st) {
@@ -216,7 +218,8 @@ CT_BENCH(BM_ctformer_generate<2>, "gpt/generate/ctformer_t2");
 CT_BENCH(BM_eigen_generate, "gpt/generate/eigen");
 #endif
 #ifdef CTFORMER_HAVE_TORCH
-CT_BENCH(BM_libtorch_train, "gpt/train/libtorch");
+CT_BENCH(BM_libtorch_train<>, "gpt/train/libtorch");
+CT_BENCH(BM_libtorch_train<2>, "gpt/train/libtorch_t2");
 CT_BENCH(BM_libtorch_generate, "gpt/generate/libtorch");
 #endif
 int main(int argc, char** argv) { return bench::main(argc, argv); }

@@ -435,6 +435,101 @@ if decode:
         p("\nllama.cpp's Node call overhead (one token evaluated): %s.\n" % ", ".join(
             "%s %.0f µs" % (m, v["call_us"]) for m, v in llamacpp["models"].items()))
     p("")
+# ---- two threads (#40): ctformer with a ct::thread_pool(2) against itself and the peers' 2-thread runs ----
+thread_rows = []  # (benchmark, 1-thread µs, 2-thread µs)
+for name in ["layer/%s/ctformer" % s_ for s_ in ("tiny", "small", "base", "batched", "gpt", "llama")] + \
+            ["step/tiny/ctformer", "step/base/ctformer", "step/base/ctformer_int4_a8", "step/long/ctformer"] + \
+            ["train/%s/ctformer" % s_ for s_ in ("tiny", "base", "gpt")]:
+    one, two = layer.get(name), layer.get(name + "_t2")
+    if one and two:
+        thread_rows.append((name, us(one), us(two)))
+for name in ("gpt/train/ctformer", "gpt/generate/ctformer"):
+    one, two = models.get(name), models.get(name + "_t2")
+    if one and two:
+        thread_rows.append((name, us(one), us(two)))
+for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8"):
+    one, two = decode.get("decode/%s/generate" % m), decode.get("decode/%s_t2/generate" % m)
+    if one and two:
+        thread_rows.append(("decode/%s/generate" % m, us(one), us(two)))
+one, two = decode.get("decode/stories15M/prefill"), decode.get("decode/stories15M_t2/prefill")
+if one and two:
+    thread_rows.append(("decode/stories15M/prefill", us(one), us(two)))
+scaling = {n: a / b for n, a, b in thread_rows}
+fork = kernels.get("BM_fork_join")
+ort2 = {k: v["net_us"] for k, v in ort.get("shapes_t2", {}).items()}
+def peer2(shape, peer):  # a peer's 2-thread time over ctformer's 2-thread time, same run
+    c = layer.get("layer/%s/ctformer_t2" % shape)
+    if not c:
+        return None
+    if peer == "onnxruntime":
+        return ort2[shape] / us(c) if shape in ort2 else None
+    o = layer.get("layer/%s/%s_t2" % (shape, peer))
+    return us(o) / us(c) if o else None
+def decode2(m):  # ctformer 2-thread tokens/s over llama.cpp 2-thread tokens/s
+    b, l = decode.get("decode/%s_t2/generate" % m), llamacpp.get("models_t2", {}).get(PEER_OF.get(m, m))
+    return (l["generate_us"] / 63 * b["tokens"]) / us(b) if b and l else None
+if thread_rows:
+    p("## Two threads (`ct::thread_pool(2)` as the workspace's executor)\n")
+    p("Each benchmark again with its workspace's `executor` set to a `ct::thread_pool(2)` (`*_t2`), in the same "
+      "runs and interleaved with the 1-thread ones: the GEMMs and GEMVs split over weight panels (the decoding "
+      "step: each thread streams its half of the weights), attention over (batch, head) pairs, weight gradients "
+      "over rows of the gradient, the optimizer over each tensor. Results are bit-identical to one thread "
+      "(`tests/test_parallel.cpp`). %s\n" % (
+          "A fork-join of the pool costs %.2f µs by itself (`BM_fork_join`: two empty parts, both threads awake)."
+          % us(fork) if fork else ""))
+    p("| benchmark | 1 thread | 2 threads | speed-up |")
+    p("|---|---|---|---|")
+    for n, a, b in thread_rows:
+        p("| %s | %.1f µs | %.1f µs | %.2f× |" % (n, a, b, a / b))
+    p("")
+    peers2 = [(s_, layer.get("layer/%s/ctformer_t2" % s_)) for s_ in ("tiny", "small", "base", "batched", "gpt")]
+    if any(c for _, c in peers2):
+        p("Against the peers with two threads (libtorch `set_num_threads(2)` on OpenBLAS with 2 threads, the better "
+          "of OpenMP's active and passive wait policies; the OpenBLAS and oneDNN layers with 2 OpenBLAS / OpenMP "
+          "threads; ONNX Runtime `intraOpNumThreads: 2`): the peer's 2-thread time over ctformer's 2-thread time "
+          "(above 1: ctformer faster).\n")
+        p("| shape | ctformer, 2 threads | vs libtorch | vs OpenBLAS layer | vs oneDNN layer | vs ONNX Runtime |")
+        p("|---|---|---|---|---|---|")
+        f2 = lambda v: ("%.2f×" % v) if v else "—"
+        for s_, c in peers2:
+            if c:
+                p("| %s | %.1f µs | %s | %s | %s | %s |" % (s_, us(c), f2(peer2(s_, "libtorch")), f2(peer2(s_, "openblas")),
+                                                       f2(peer2(s_, "onednn")), f2(peer2(s_, "onnxruntime"))))
+        p("")
+    tr2 = [(n, layer.get("train/%s/ctformer_t2" % n), layer.get("train/%s/libtorch_t2" % n)) for n in ("tiny", "base")]
+    gt = (models.get("gpt/train/ctformer_t2"), models.get("gpt/train/libtorch_t2"))
+    rows2 = [("train/%s" % n, c, o) for n, c, o in tr2 if c and o] + ([("gpt/train", gt[0], gt[1])] if all(gt) else [])
+    if rows2:
+        p("| training, 2 threads | ctformer | libtorch autograd | vs libtorch |")
+        p("|---|---|---|---|")
+        for n, c, o in rows2:
+            p("| %s | %.0f µs | %.0f µs | %.2f× |" % (n, us(c), us(o), us(o) / us(c)))
+        p("")
+    if llamacpp.get("models_t2"):
+        p("| decoding, 2 threads | ctformer tokens/s | llama.cpp tokens/s (`threads: 2`) | ratio |")
+        p("|---|---|---|---|")
+        for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8"):
+            b, l = decode.get("decode/%s_t2/generate" % m), llamacpp["models_t2"].get(PEER_OF.get(m, m))
+            if b and l:
+                p("| %s (llama.cpp %s) | %.0f | %.0f | %.2f× |" % (m, PEER_OF.get(m, m), b["tokens"] / (us(b) * 1e-6),
+                                                               l["tokens_per_s"], decode2(m)))
+        p("")
+    th_targets = [("base forward, 2 threads ≥ 1.85× 1 thread", scaling.get("layer/base/ctformer"), 1.85),
+                  ("base decoding step ≥ 1.6×", scaling.get("step/base/ctformer"), 1.6),
+                  ("base training step ≥ 1.8×", scaling.get("train/base/ctformer"), 1.8),
+                  ("GPT demo's training ≥ 1.7×", scaling.get("gpt/train/ctformer"), 1.7),
+                  ("tiny forward ≥ 1.3×", scaling.get("layer/tiny/ctformer"), 1.3)]
+    th_targets += [("%s ahead of %s at 2 threads" % (s_, peer), peer2(s_, peer), 1.0)
+                   for s_ in ("tiny", "small", "base", "batched", "gpt") for peer in ("libtorch", "openblas", "onednn", "onnxruntime")
+                   if peer2(s_, peer)]
+    th_targets += [("%s decoding ≥ 1.5× llama.cpp at 2 threads" % m, decode2(m), 1.5)
+                   for m in ("stories15M", "stories15M_int8_a8", "stories15M_int4_a8") if decode2(m)]
+    p("| thread target (#40) | measured | met |")
+    p("|---|---|---|")
+    for n, v, goal in th_targets:
+        if v is not None:
+            p("| %s | %.2f× | %s |" % (n, v, "yes" if v >= goal else "no"))
+    p("")
 p("## Kernels\n")
 p("| benchmark | time | GFLOP/s | % of peak |")
 p("|---|---|---|---|")

@@ -1,5 +1,5 @@
 // llama.cpp (npm node-llama-cpp, its prebuilt CPU libraries; never built here) decoding the models
-// of write_models.py: one thread, greedy, batch 1.
+// of write_models.py: one thread (and two for the stories15M models: "models_t2"), greedy, batch 1.
 //   generate: 63 tokens after a 1-token prompt (as bench_models' */generate/ctformer), timed from
 //             the prompt's evaluation to the 63rd token; tokens/s = 63 / time
 //   prefill:  a 64-token prompt evaluated into an empty context (its first token's logits), in µs
@@ -15,12 +15,14 @@ const reps = Number(repsArg || 5);
 const mod = await import(pathToFileURL(path.join(process.env.LLAMA_NODE_PATH, "node-llama-cpp", "dist", "index.js")));
 const llama = await mod.getLlama({ gpu: false, build: "never", logLevel: "error" });
 const models = ["stories15M", "stories15M_gqa", "gpt2_d256", "stories15M_q8_0", "stories15M_q4_0"];
-const result = { models: {}, threads: 1, reps };
+const models_t2 = ["stories15M", "stories15M_q8_0", "stories15M_q4_0"];
+const result = { models: {}, models_t2: {}, threads: 1, reps };
 const now = () => Number(process.hrtime.bigint()) / 1e3;  // µs
 
-for (const name of models) {
+const runs = [...models.map((m) => [m, 1]), ...models_t2.map((m) => [m, 2])];
+for (const [name, threads] of runs) {
     const model = await llama.loadModel({ modelPath: path.join(dir, name + ".gguf") });
-    const ctx = await model.createContext({ contextSize: 256, threads: 1, batchSize: 64, sequences: 1 });
+    const ctx = await model.createContext({ contextSize: 256, threads, batchSize: 64, sequences: 1 });
     const seq = ctx.getSequence();
     let best = { generate_us: Infinity, prefill_us: Infinity, call_us: Infinity };
     for (let r = 0; r < reps + 1; ++r) {  // the first run warms up and is not kept
@@ -48,8 +50,8 @@ for (const name of models) {
         }
     }
     best.tokens_per_s = 63 / (best.generate_us / 1e6);
-    result.models[name] = best;
-    console.error(name, JSON.stringify(best));
+    result[threads === 1 ? "models" : "models_t2"][name] = best;
+    console.error(name, threads, JSON.stringify(best));
     await ctx.dispose();
     await model.dispose();
 }

@@ -1,4 +1,5 @@
-// ONNX Runtime peer (npm's onnxruntime-node, CPU provider, one thread, all graph optimizations):
+// ONNX Runtime peer (npm's onnxruntime-node, CPU provider, all graph optimizations; one thread, then
+// two: intraOpNumThreads 2, results under "shapes_t2"):
 // runs each model exported by export_layers.py, checks its output against PyTorch's, then times
 // it the way scripts/bench_report times the C++ benchmarks (best of REPS repetitions, each the mean
 // of enough runs for MIN_TIME seconds), and the same for the shape's Identity model: the net time
@@ -12,7 +13,8 @@ const [dir, outPath] = process.argv.slice(2, 4);
 const minTime = Number(process.argv[4] || 0.25), reps = Number(process.argv[5] || 10);
 const shapes = {tiny: [1, 16, 16, 64], small: [1, 32, 32, 128], base: [1, 128, 128, 512], batched: [8, 32, 32, 128],
                 gpt: [1, 64, 64, 256]};
-const options = {intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'all', executionMode: 'sequential'};
+const optionsFor = (threads) => ({intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: 'all',
+                                  executionMode: 'sequential'});
 
 function floats(file) {
   const b = fs.readFileSync(file);
@@ -37,8 +39,10 @@ async function time(session, feeds) {
 }
 
 (async () => {
-  const results = {onnxruntime: require('onnxruntime-node/package.json').version, threads: 1, shapes: {}};
+  const results = {onnxruntime: require('onnxruntime-node/package.json').version, threads: 1, shapes: {}, shapes_t2: {}};
+  for (const threads of [1, 2])
   for (const [name, [B, T, S, D]] of Object.entries(shapes)) {
+    const options = optionsFor(threads);
     const file = path.join(dir, name + '.onnx');
     if (!fs.existsSync(file)) continue;
     const input = floats(path.join(dir, name + '.in.bin')), want = floats(path.join(dir, name + '.out.bin'));
@@ -54,8 +58,9 @@ async function time(session, feeds) {
     const identFeeds = {};
     for (const k of ident.inputNames) identFeeds[k] = feeds[k];
     const total = await time(session, feeds), overhead = await time(ident, identFeeds);
-    results.shapes[name] = {total_us: total, overhead_us: overhead, net_us: total - overhead, max_abs_err: err};
-    console.log(`${name}: ${total.toFixed(1)} µs - overhead ${overhead.toFixed(1)} µs = ${(total - overhead).toFixed(1)} µs` +
+    results[threads === 1 ? 'shapes' : 'shapes_t2'][name] = {total_us: total, overhead_us: overhead, net_us: total - overhead,
+                                                          max_abs_err: err};
+    console.log(`${name} (${threads} thread${threads > 1 ? 's' : ''}): ${total.toFixed(1)} µs - overhead ${overhead.toFixed(1)} µs = ${(total - overhead).toFixed(1)} µs` +
                 ` (max abs err vs PyTorch ${err.toExponential(2)})`);
   }
   fs.writeFileSync(outPath, JSON.stringify(results, null, 1));
