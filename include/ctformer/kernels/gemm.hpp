@@ -694,7 +694,7 @@ template <class T> constexpr std::size_t pack_block_elems(std::size_t max_rows, 
 }  // namespace detail
 namespace detail {
 // A parallel task's own scratch, on its thread's stack (the workspace's is one thread's): one
-// (KC x NR) block of b and a's rows packed task_rows at a time (float: 32 KB on AVX2, 128 KB on
+// (KC x NR) block of b and a's rows packed task_rows at a time (float: 144 KB on AVX2, 160 KB on
 // AVX-512).
 inline constexpr std::size_t task_rows = 128;
 template <class T>

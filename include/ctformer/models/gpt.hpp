@@ -205,14 +205,18 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         constexpr std::size_t M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
         const T scale = acts.count ? loss_scale / static_cast<T>(acts.count) : T(0);
-        for (std::size_t m = 0; m < M; ++m) {
-            T* dl = ws.dlogits + m * V;
-            if (acts.targets[m] == ignore_index)
-                for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
-            else
-                modules::cross_entropy::backward_row(acts.probs + m * V, dl, V, static_cast<std::size_t>(acts.targets[m]),
-                                                     scale);
-        }
+        const auto dlogits = [&](std::size_t m0, std::size_t m1) {  // rows m0..m1: each row alone
+            for (std::size_t m = m0; m < m1; ++m) {
+                T* dl = ws.dlogits + m * V;
+                if (acts.targets[m] == ignore_index)
+                    for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
+                else
+                    modules::cross_entropy::backward_row(acts.probs + m * V, dl, V,
+                                                         static_cast<std::size_t>(acts.targets[m]), scale);
+            }
+        };
+        if (2 * M * V < kernels::detail::parallel_min_macs) dlogits(0, M);
+        else split_elements(M, 128, dlogits);
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                   ws.dhidden, false, ws.head_pack);
         for (std::size_t i = 0; i < M * D; ++i) ws.dx[i] = T(0);

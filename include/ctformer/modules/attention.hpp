@@ -365,9 +365,9 @@ template <class Cfg> struct attention {
   private:
     // f(b, h, scratch) for every batch row b and (key/value) head h < heads, over Tq query rows and
     // S keys: split over the current executor where that pays and a part's scratch (keys and
-    // values transposed, two tiles) fits grad_task_elems on its thread's stack; else here, with
-    // the workspace's.
-    static constexpr std::size_t grad_task_elems = 48 * 1024;
+    // values transposed, two tiles) fits grad_task_elems (192 KB) on its thread's stack; else
+    // here, with the workspace's.
+    static constexpr std::size_t grad_task_elems = 192 * 1024 / sizeof(T);
     template <class F>
     static void for_head_grads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t S, const grad_scratch& s, F&& f) {
         const std::size_t n = B * heads, kv = (Dh * S + 63) / 64 * 64;  // (whole lines)

@@ -4,8 +4,11 @@
 #pragma once
 #include <boost/hana/define_struct.hpp>
 #include <cstddef>
+#include <type_traits>
 
+#include "../core/executor.hpp"
 #include "../core/tensor.hpp"
+#include "../kernels/gemm.hpp"
 #include "../kernels/norm.hpp"
 
 namespace ctformer {
@@ -96,8 +99,14 @@ template <class Cfg> struct norm {
     static constexpr std::size_t D = Cfg::d_model;
     static constexpr T eps() { return static_cast<T>(Cfg::eps); }
 
-    // y: (rows, D) = norm(x: (rows, D)); y may alias x.
+    // y: (rows, D) = norm(x: (rows, D)); y may alias x. Many rows: parts of whole 64-row blocks
+    // over the current executor (the kernels group rows by vector width from a part's first row:
+    // the same groups whatever the split).
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
+        if (std::is_constant_evaluated() || 2 * rows * D < kernels::detail::parallel_min_macs) return rows_here(np, x, y, rows);
+        split_elements(rows, 128, [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
+    }
+    template <class NP> static constexpr void rows_here(const NP& np, const T* x, T* y, std::size_t rows) {
         if constexpr (requires { Policy::template apply_rows<D>(np, x, y, rows, eps()); })
             Policy::template apply_rows<D>(np, x, y, rows, eps());
         else

@@ -119,7 +119,7 @@ template <class P> struct SGD {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(SGD, (P, momentum_buffer), (Tensor<double, 1>, step_count));
     sgd_options options{};
-    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any
+    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any executor
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
@@ -187,7 +187,7 @@ template <class P> struct AdamW {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
-    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any
+    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any executor
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
