@@ -62,8 +62,10 @@ class executor_ref {
     template <class F> void for_each(std::size_t parts, F&& f) const;
 };
 
-// Where a thread can keep its current executor: thread-local where there are threads (hosted
-// Linux, macOS, Windows), a plain variable on bare metal (no TLS runtime needed).
+// Whether calls split over an executor at all: yes where there are threads (hosted Linux, macOS,
+// Windows: the current executor is thread-local); on bare metal no (executors are ignored, the
+// split paths are not compiled, no TLS runtime is needed). An RTOS whose toolchain has
+// thread_local defines CTFORMER_THREADS=1.
 #ifndef CTFORMER_THREADS
 #if defined(__linux__) || defined(__APPLE__) || defined(_WIN32) || defined(__unix__)
 #define CTFORMER_THREADS 1
@@ -99,17 +101,21 @@ inline executor_ref current_executor() { return detail::current_executor_v; }
 // false (nothing done: the caller runs the whole range itself) where it has one thread or there
 // is one item.
 template <class F> inline bool split_parts(std::size_t items, F&& f) {
-    const executor_ref ex = detail::current_executor_v;
-    if (!ex.parallel() || items < 2) return false;
-    const std::size_t parts = ex.concurrency() < items ? ex.concurrency() : items;
-    ex.for_each(parts, [&](std::size_t i) { f(part_begin(items, parts, i), part_begin(items, parts, i + 1)); });
-    return true;
+    if constexpr (!CTFORMER_THREADS) {
+        return false;
+    } else {
+        const executor_ref ex = detail::current_executor_v;
+        if (!ex.parallel() || items < 2) return false;
+        const std::size_t parts = ex.concurrency() < items ? ex.concurrency() : items;
+        ex.for_each(parts, [&](std::size_t i) { f(part_begin(items, parts, i), part_begin(items, parts, i + 1)); });
+        return true;
+    }
 }
 
 // f(i0, i1) over [0, n) for elementwise work (each element computed alone: any split gives the
 // same values): parts of whole 64-element blocks over the current executor where n is at least
 // min_elems, else f(0, n) here.
-template <class F> inline void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
+template <class F> constexpr void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
     constexpr std::size_t block = 64;
     if (n >= min_elems && split_parts((n + block - 1) / block, [&](std::size_t b0, std::size_t b1) {
             f(b0 * block, b1 * block < n ? b1 * block : n);
@@ -120,6 +126,7 @@ template <class F> inline void split_elements(std::size_t n, std::size_t min_ele
 
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
 // enclosing call's stays, so a stack's layers run on the stack's executor).
+#if CTFORMER_THREADS
 class executor_scope {
     executor_ref saved_{};
     bool set_ = false;
@@ -137,6 +144,11 @@ class executor_scope {
         if (set_) detail::current_executor_v = saved_;
     }
 };
+#else
+struct executor_scope {  // (no splits on bare metal: nothing to set)
+    constexpr explicit executor_scope(executor_ref) {}
+};
+#endif
 
 // What a workspace adds: the executor its calls run on (default: sequential, today's behaviour).
 struct runs_on {
