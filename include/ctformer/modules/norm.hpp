@@ -103,7 +103,7 @@ template <class Cfg> struct norm {
     // over the current executor (the kernels group rows by vector width from a part's first row:
     // the same groups whatever the split).
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
-        const bool many = !std::is_constant_evaluated() && 2 * rows * D >= kernels::detail::parallel_min_macs;
+        bool many = !std::is_constant_evaluated() && 2 * rows * D >= kernels::detail::parallel_min_macs;  // (not const: see norm_rows)
         split_elements(rows, many ? 128 : rows + 1,
                        [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
     }
