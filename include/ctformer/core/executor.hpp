@@ -7,7 +7,7 @@
 // results are bit-identical for any executor and thread count.
 //
 // Workspaces carry an executor_ref (`ws.executor = pool;`); an entry point makes it the calling
-// thread's current executor for the call (executor_scope), and the kernels ask current_executor().
+// thread's current executor for the call (executor_scope), and the kernels ask split_parts().
 // One thread-local pointer instead of an executor argument through every module and kernel; a
 // task runs on a thread whose current executor is sequential, so work never nests.
 #pragma once
