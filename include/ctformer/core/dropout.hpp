@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "executor.hpp"
 #include "status.hpp"
 
 namespace ctformer {
@@ -116,7 +117,9 @@ template <class Drop, class T>
 constexpr void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t width, std::size_t ld, std::size_t Tq,
                          dropout_site site) {
     if constexpr (Drop::enabled)
-        for (std::size_t r = 0; r < rows; ++r) drop.apply(x + r * ld, width, site, dropout_row_id(r, Tq));
+        split_rows(rows, width, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) drop.apply(x + r * ld, width, site, dropout_row_id(r, Tq));
+        });
 }
 
 }  // namespace ctformer

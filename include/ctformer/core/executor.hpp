@@ -113,15 +113,28 @@ template <class F> inline bool split_parts(std::size_t items, F&& f) {
 }
 
 // f(i0, i1) over [0, n) for elementwise work (each element computed alone: any split gives the
-// same values): parts of whole 64-element blocks over the current executor where n is at least
-// min_elems, else f(0, n) here.
-template <class F> constexpr void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
-    constexpr std::size_t block = 64;
+// same values): parts of whole blocks (64 elements unless said) over the current executor where n
+// is at least min_elems, else f(0, n) here.
+template <std::size_t block = 64, class F> constexpr void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
     if (n >= min_elems && split_parts((n + block - 1) / block, [&](std::size_t b0, std::size_t b1) {
             f(b0 * block, b1 * block < n ? b1 * block : n);
         }))
         return;
     f(std::size_t(0), n);
+}
+
+// Elements below which an elementwise pass runs on the calling thread alone (a test may define
+// CTFORMER_PARALLEL_MIN_ELEMS 1 to split every pass).
+#ifndef CTFORMER_PARALLEL_MIN_ELEMS
+#define CTFORMER_PARALLEL_MIN_ELEMS (std::size_t(1) << 14)
+#endif
+inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
+
+// f(r0, r1) over rows [0, rows) of `cols` elements each, for work where each row is computed
+// alone: parts of whole 64-row blocks where the pass has parallel_min_elems elements, else here.
+template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols, F&& f) {
+    bool many = !std::is_constant_evaluated() && rows * cols >= parallel_min_elems;  // (not const: clang's
+    split_elements(rows, many ? 0 : rows + 1, f);                                    // -Wconstant-evaluated)
 }
 
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an

@@ -128,62 +128,98 @@ template <class T> constexpr void rms_norm_rows(const T* x, T* y, std::size_t ro
 // g = dy ∘ gamma:  dgamma += dy ∘ x̂, dbeta += dy,
 //   LayerNorm: dx = rstd · (g - mean(g) - x̂ · mean(g ∘ x̂))
 //   RMSNorm:   dx = rstd · (g - x̂ · mean(g ∘ x̂))
-// dx is written, or added to when accumulate. gamma/dgamma/dbeta may be null. ----
+// dx is written, or added to when accumulate. gamma/dgamma/dbeta may be null. Every multiply-add
+// is an explicit fma: a compiler contracting a·b + c by itself would do so differently where the
+// code is inlined differently (the row at once or split in two, modules/norm.hpp), and the
+// split's results must be the row's. ----
+template <class T> struct row_stats_t {
+    T mean, rstd;
+};
+template <class T> inline row_stats_t<T> row_stats(const T* x, std::size_t n, T eps, bool center) {
+    if (!center) return {T(0), T(1) / std::sqrt(dot(x, x, n) / static_cast<T>(n) + eps)};
+    const moments_t<T> m = moments(x, n);
+    return {m.mean, T(1) / std::sqrt(m.var + eps)};
+}
+
+// One row's share of the parameters' gradients, columns [c0, c1) (c0 a multiple of the vector
+// width): element i is updated by the same operation whatever the range that holds it.
 template <class T>
-inline void norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T mean, T rstd, bool center,
+inline void norm_param_grads(const T* x, const T* dy, std::size_t n, row_stats_t<T> s, std::size_t c0, std::size_t c1,
+                             T* dgamma, T* dbeta) {
+    constexpr std::size_t W = simd::width<T>;
+    using vt = simd::vec<T>;
+    const vt mv(s.mean), rv(s.rstd);
+    const std::size_t nv = n - n % W, cv = c1 < nv ? c1 : nv;
+    std::size_t i = c0;
+    for (; i < cv; i += W) {
+        const vt xh = (simd::load(x + i) - mv) * rv, d = simd::load(dy + i);
+        if (dgamma) simd::store(dgamma + i, simd::fma<T>(d, xh, simd::load(dgamma + i)));
+        if (dbeta) simd::store(dbeta + i, simd::load(dbeta + i) + d);
+    }
+    for (; i < c1; ++i) {
+        const T xh = (x[i] - s.mean) * s.rstd;
+        if (dgamma) dgamma[i] = simd::vfma(dy[i], xh, dgamma[i]);
+        if (dbeta) dbeta[i] += dy[i];
+    }
+}
+
+template <class T>
+inline void norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, row_stats_t<T> s, bool center,
                               const T* gamma, T* dgamma, T* dbeta, bool accumulate) {
     constexpr std::size_t W = simd::width<T>;
     using vt = simd::vec<T>;
-    const vt mv(mean), rv(rstd);
+    const vt mv(s.mean), rv(s.rstd);
     vt sg(T(0)), sgx(T(0));
     std::size_t i = 0;
     const std::size_t nv = n - n % W;
     for (; i < nv; i += W) {
         const vt xh = (simd::load(x + i) - mv) * rv, d = simd::load(dy + i);
-        const vt g = gamma ? d * simd::load(gamma + i) : d;
-        sg += g;
-        sgx = simd::fma<T>(g, xh, sgx);
-        if (dgamma) simd::store(dgamma + i, simd::fma<T>(d, xh, simd::load(dgamma + i)));
-        if (dbeta) simd::store(dbeta + i, simd::load(dbeta + i) + d);
+        sg = gamma ? simd::fma<T>(d, simd::load(gamma + i), sg) : sg + d;
+        sgx = simd::fma<T>(gamma ? d * simd::load(gamma + i) : d, xh, sgx);
     }
     T s_g = simd::hsum<T>(sg), s_gx = simd::hsum<T>(sgx);
     for (; i < n; ++i) {
-        const T xh = (x[i] - mean) * rstd, g = gamma ? dy[i] * gamma[i] : dy[i];
-        s_g += g;
-        s_gx += g * xh;
-        if (dgamma) dgamma[i] += dy[i] * xh;
-        if (dbeta) dbeta[i] += dy[i];
+        const T xh = (x[i] - s.mean) * s.rstd;
+        s_g = gamma ? simd::vfma(dy[i], gamma[i], s_g) : s_g + dy[i];
+        s_gx = simd::vfma(gamma ? dy[i] * gamma[i] : dy[i], xh, s_gx);
     }
+    if (dgamma || dbeta) norm_param_grads(x, dy, n, s, 0, n, dgamma, dbeta);  // before dx: dx may alias dy
     const T inv_n = T(1) / static_cast<T>(n);
-    const T mg = center ? s_g * inv_n : T(0), mgx = s_gx * inv_n;
-    const vt mgv(mg), mgxv(mgx);
+    const T mg = center ? s_g * inv_n : T(0), nmgx = -(s_gx * inv_n);
+    const vt mgv(mg), nmgxv(nmgx);
     for (i = 0; i < nv; i += W) {
         const vt xh = (simd::load(x + i) - mv) * rv, d = simd::load(dy + i);
-        const vt g = gamma ? d * simd::load(gamma + i) : d;
-        vt r = (g - mgv - xh * mgxv) * rv;
-        if (accumulate) r += simd::load(dx + i);
-        simd::store(dx + i, r);
+        const vt gm = gamma ? simd::fma<T>(d, simd::load(gamma + i), -mgv) : d - mgv;  // g - mean(g)
+        const vt t = simd::fma<T>(xh, nmgxv, gm);                                       // - x̂·mean(g∘x̂)
+        simd::store(dx + i, accumulate ? simd::fma<T>(t, rv, simd::load(dx + i)) : t * rv);
     }
     for (; i < n; ++i) {
-        const T xh = (x[i] - mean) * rstd, g = gamma ? dy[i] * gamma[i] : dy[i];
-        const T r = (g - mg - xh * mgx) * rstd;
-        dx[i] = accumulate ? dx[i] + r : r;
+        const T xh = (x[i] - s.mean) * s.rstd;
+        const T t = simd::vfma(xh, nmgx, gamma ? simd::vfma(dy[i], gamma[i], -mg) : dy[i] - mg);
+        dx[i] = accumulate ? simd::vfma(t, s.rstd, dx[i]) : t * s.rstd;
     }
 }
 
 template <class T>
 inline void layer_norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T eps, const T* gamma, T* dgamma,
                                     T* dbeta, bool accumulate) {
-    const moments_t<T> m = moments(x, n);
-    const T rstd = T(1) / std::sqrt(m.var + eps);
-    norm_row_backward(x, dy, dx, n, m.mean, rstd, true, gamma, dgamma, dbeta, accumulate);
+    norm_row_backward(x, dy, dx, n, row_stats(x, n, eps, true), true, gamma, dgamma, dbeta, accumulate);
 }
 
 template <class T>
 inline void rms_norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, T eps, const T* gamma, T* dgamma,
                                   bool accumulate) {
-    const T rstd = T(1) / std::sqrt(dot(x, x, n) / static_cast<T>(n) + eps);
-    norm_row_backward(x, dy, dx, n, T(0), rstd, false, gamma, dgamma, static_cast<T*>(nullptr), accumulate);
+    norm_row_backward(x, dy, dx, n, row_stats(x, n, eps, false), false, gamma, dgamma, static_cast<T*>(nullptr),
+                      accumulate);
+}
+
+// The parameters' gradients of rows (rows, n) alone, columns [c0, c1), rows in order: what the
+// row functions above add to them, split by columns (dx then by rows, with null dgamma/dbeta).
+template <class T>
+inline void norm_rows_param_grads(const T* x, const T* dy, std::size_t rows, std::size_t n, T eps, bool center,
+                                  std::size_t c0, std::size_t c1, T* dgamma, T* dbeta) {
+    for (std::size_t r = 0; r < rows; ++r)
+        norm_param_grads(x + r * n, dy + r * n, n, row_stats(x + r * n, n, eps, center), c0, c1, dgamma, dbeta);
 }
 
 }  // namespace ctformer::kernels

@@ -313,7 +313,7 @@ template <class Cfg> struct Layer {
         auto finish = [&](std::size_t k, const T* resid, dropout_site site) {
             if (!fused) {
                 drop_rows(drop, ws.branch, M, D, D, Tq, site);
-                kernels::add(y, resid, ws.branch, M * D);
+                add_rows(y, resid, ws.branch, M);
             }
             if constexpr (!pre_norm) {
                 save_stream(acts, k + 1, y, M * D);
@@ -343,8 +343,16 @@ template <class Cfg> struct Layer {
         FFN::forward(ffn_of(p), in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
         finish(sublayers - 1, y, dropout_site::ffn_out);
     }
+    // y: (rows, D) = x, and y = a + b (y may alias a): rows in parts of the current executor
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
-        for (std::size_t i = 0; i < rows * D; ++i) y[i] = x[i];
+        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t i = r0 * D; i < r1 * D; ++i) y[i] = x[i];
+        });
+    }
+    static constexpr void add_rows(T* y, const T* a, const T* b, std::size_t rows) {
+        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
+            kernels::add(y + r0 * D, a + r0 * D, b + r0 * D, (r1 - r0) * D);
+        });
     }
 
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
@@ -412,7 +420,7 @@ template <class Cfg> struct Layer {
             const auto& sa = a.self_attn;
             Attn::self_backward(p.self_attn, g.self_attn, in, sa.qkv, sa.ctx, sa.lse, dy, dx, acc, B, Tq, sm, drop, sc);
         });
-        kernels::add_inplace(d_tgt, grad, M * D);
+        add_rows(d_tgt, d_tgt, grad, M);
     }
 
     template <class Cache, class X, class Y, class SWS, class SM, class CM>

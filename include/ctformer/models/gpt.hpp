@@ -219,14 +219,22 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         else split_elements(M, 128, dlogits);
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                   ws.dhidden, false, ws.head_pack);
-        for (std::size_t i = 0; i < M * D; ++i) ws.dx[i] = T(0);
+        split_rows(M, D, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t i = r0 * D; i < r1 * D; ++i) ws.dx[i] = T(0);
+        });
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
         auto dx = view<B, Tq, D>(ws.dx);
         if (status st = Stack::backward(stack(p), acts.stack, ws, dh, stack(g), dx, causal{}); !st) return st;
-        for (std::size_t m = 0; m < M; ++m) {
-            modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D);
-            if constexpr (learned_positions) modules::embedding::backward(g.wpe.weight, m % Tq, ws.dx + m * D);
-        }
+        // the embeddings' gradients by 16-column blocks, rows in order in each (repeated tokens add
+        // up in the same order on any executor)
+        bool many = M * D >= parallel_min_elems;
+        split_elements<16>(D, many ? 0 : D + 1, [&](std::size_t d0, std::size_t d1) {
+            for (std::size_t m = 0; m < M; ++m) {
+                modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D, d0, d1);
+                if constexpr (learned_positions)
+                    modules::embedding::backward(g.wpe.weight, m % Tq, ws.dx + m * D, d0, d1);
+            }
+        });
         return {};
     }
 

@@ -299,17 +299,20 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
                                  F&& layer) {
         constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
+        const executor_scope on(ws.executor);
         T* cur = ws.grad_rows[0];
         if constexpr (FinalNorm) NormM::backward(p.norm, g.norm, acts.final_in, d_out.data(), cur, M, false);
         else
-            for (std::size_t k = 0; k < M * D; ++k) cur[k] = d_out.data()[k];
+            L::copy_rows(d_out.data(), cur, M);
         for (std::size_t i = N; i-- > 0;) {
             const auto dy = view<B, Tq, D>(static_cast<const T*>(cur));
             if (i == 0) {
                 layer(i, dy, d_tgt);
             } else {
                 T* next = cur == ws.grad_rows[0] ? ws.grad_rows[1] : ws.grad_rows[0];
-                for (std::size_t k = 0; k < M * D; ++k) next[k] = T(0);
+                split_rows(M, D, [&](std::size_t r0, std::size_t r1) {
+                    for (std::size_t k = r0 * D; k < r1 * D; ++k) next[k] = T(0);
+                });
                 auto dx = view<B, Tq, D>(next);
                 layer(i, dy, dx);
                 cur = next;

@@ -30,10 +30,11 @@ struct embedding {
         constexpr std::size_t D = W::shape[1];
         for (std::size_t d = 0; d < D; ++d) y[d] = (accumulate ? y[d] : T(0)) + w.get(id * D + d);
     }
-    // dW[id, d] += dy[d].
-    template <class W, class T> static void backward(W& g, std::size_t id, const T* dy) {
+    // dW[id, d] += dy[d] for d in [d0, d1) (all D unless said).
+    template <class W, class T>
+    static void backward(W& g, std::size_t id, const T* dy, std::size_t d0 = 0, std::size_t d1 = W::shape[1]) {
         constexpr std::size_t D = W::shape[1];
-        for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t d = d0; d < d1; ++d) {
             if constexpr (requires { W::storage_index(0); }) g.storage[W::storage_index(id * D + d)] += dy[d];
             else g.storage[id * D + d] += dy[d];
         }

@@ -74,12 +74,18 @@ template <class Cfg> struct feed_forward {
     }
 
   private:
+    // h: (rows, F) at ldh = act(u) (rows in parts of the current executor: each row alone)
+    static constexpr void activate_rows(const T* u, T* h, std::size_t rows) {
+        split_rows(rows, F, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) kernels::map(u + r * ldh, h + r * ldh, F, Act{});
+        });
+    }
     template <class Drop>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u) {
         if (u) {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, ldh, pack);
-            for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
+            activate_rows(u, hidden, rows);
         } else {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, ldh, pack, Act{});
         }
@@ -95,14 +101,16 @@ template <class Cfg> struct feed_forward {
     static void dense_backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
                          bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
         // h = dropout(act(u)) again, for linear2's weight gradient
-        for (std::size_t r = 0; r < rows; ++r) kernels::map(u + r * ldh, hidden + r * ldh, F, Act{});
+        activate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         linear::backward(p.linear2.weight, g.linear2.weight, 0, 1, hidden, rows, dy, D, g.linear2.bias_data(),
                          static_cast<T*>(nullptr), false, pack, ldh);
         // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        for (std::size_t r = 0; r < rows; ++r) kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{});
+        split_rows(rows, F, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{});
+        });
         linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
                          accumulate, pack);
     }
@@ -119,7 +127,9 @@ template <class Cfg> struct feed_forward {
         } else {
             linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), hidden, ldh, pack, Act{});
             linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), hidden + F, ldh, pack);
-            for (std::size_t r = 0; r < rows; ++r) kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F);
+            split_rows(rows, F, [&](std::size_t r0, std::size_t r1) {
+                for (std::size_t r = r0; r < r1; ++r) kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F);
+            });
         }
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         linear::forward(p.down_proj.weight, 0, 1, hidden, rows, p.down_proj.bias_data(), out, D, pack,
@@ -127,10 +137,12 @@ template <class Cfg> struct feed_forward {
     }
     // h: (rows, F) at ldh = act(u's gate) ∘ u's up
     static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
-        for (std::size_t r = 0; r < rows; ++r) {
-            kernels::map(u + r * ldh, h + r * ldh, F, Act{});
-            kernels::mul_inplace(h + r * ldh, u + r * ldh + F, F);
-        }
+        split_rows(rows, F, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) {
+                kernels::map(u + r * ldh, h + r * ldh, F, Act{});
+                kernels::mul_inplace(h + r * ldh, u + r * ldh + F, F);
+            }
+        });
     }
     // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
     // d_gate = dh ∘ up ∘ act'(gate); then the projections' gradients.
@@ -143,15 +155,17 @@ template <class Cfg> struct feed_forward {
                          static_cast<T*>(nullptr), false, pack, ldh);
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.down_proj.weight.panels(), hidden, ldh, pack, false);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        for (std::size_t r = 0; r < rows; ++r) {
-            T* dh = hidden + r * ldh;  // -> d_gate
-            T* d_up = dh + F;
-            const T* gate = u + r * ldh;
-            kernels::map(gate, d_up, F, Act{});
-            kernels::mul_inplace(d_up, dh, F);
-            kernels::mul_inplace(dh, gate + F, F);
-            kernels::mul_derivative(dh, gate, F, Act{});
-        }
+        split_rows(rows, F, [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) {
+                T* dh = hidden + r * ldh;  // -> d_gate
+                T* d_up = dh + F;
+                const T* gate = u + r * ldh;
+                kernels::map(gate, d_up, F, Act{});
+                kernels::mul_inplace(d_up, dh, F);
+                kernels::mul_inplace(dh, gate + F, F);
+                kernels::mul_derivative(dh, gate, F, Act{});
+            }
+        });
         linear::backward(p.gate_proj.weight, g.gate_proj.weight, 0, 1, x, rows, hidden, ldh, g.gate_proj.bias_data(), dx,
                          accumulate, pack);
         linear::backward(p.up_proj.weight, g.up_proj.weight, 0, 1, x, rows, hidden + F, ldh, g.up_proj.bias_data(), dx,

@@ -23,7 +23,13 @@ namespace ctformer {
 //   template <size_t D, class P, class T> static void backward(const P& p, P& grad, const T* x,
 //       const T* dy, T* dx, T eps, bool accumulate);
 // which, from the forward's input row x and the output's gradient dy, adds the parameters'
-// gradients to grad and writes dx (adds to it when accumulate). ----
+// gradients to grad and writes dx (adds to it when accumulate); optionally, to run backward over
+// many rows in parallel, the same split in two (the built-in norms have them):
+//   template <size_t D, class P, class T> static void backward_params(const P& p, P& grad,
+//       const T* x, const T* dy, size_t rows, size_t c0, size_t c1, T eps);   (columns [c0, c1))
+//   template <size_t D, class P, class T> static void backward_input(const P& p, const T* x,
+//       const T* dy, T* dx, T eps, bool accumulate);                          (one row's dx)
+// each adding exactly what backward does. ----
 struct no_params {
     BOOST_HANA_DEFINE_STRUCT(no_params);
 };
@@ -65,6 +71,19 @@ struct layer_norm {
         if constexpr (Bias) dbeta = g.bias.data();
         kernels::layer_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), dbeta, accumulate);
     }
+    template <std::size_t D, class T, bool Bias>
+    static void backward_params(const LayerNormParams<T, D, Bias>&, LayerNormParams<T, D, Bias>& g, const T* x,
+                                const T* dy, std::size_t rows, std::size_t c0, std::size_t c1, T eps) {
+        T* dbeta = nullptr;
+        if constexpr (Bias) dbeta = g.bias.data();
+        kernels::norm_rows_param_grads(x, dy, rows, D, eps, true, c0, c1, g.weight.data(), dbeta);
+    }
+    template <std::size_t D, class T, bool Bias>
+    static void backward_input(const LayerNormParams<T, D, Bias>& p, const T* x, const T* dy, T* dx, T eps,
+                               bool accumulate) {
+        kernels::layer_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), static_cast<T*>(nullptr),
+                                         static_cast<T*>(nullptr), accumulate);
+    }
 };
 // RMSNorm: x / sqrt(mean(x²) + eps) · weight (no bias, no centering).
 struct rms_norm {
@@ -82,6 +101,15 @@ struct rms_norm {
     static void backward(const RMSNormParams<T, D>& p, RMSNormParams<T, D>& g, const T* x, const T* dy, T* dx, T eps,
                          bool accumulate) {
         kernels::rms_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), g.weight.data(), accumulate);
+    }
+    template <std::size_t D, class T>
+    static void backward_params(const RMSNormParams<T, D>&, RMSNormParams<T, D>& g, const T* x, const T* dy,
+                                std::size_t rows, std::size_t c0, std::size_t c1, T eps) {
+        kernels::norm_rows_param_grads(x, dy, rows, D, eps, false, c0, c1, g.weight.data(), static_cast<T*>(nullptr));
+    }
+    template <std::size_t D, class T>
+    static void backward_input(const RMSNormParams<T, D>& p, const T* x, const T* dy, T* dx, T eps, bool accumulate) {
+        kernels::rms_norm_row_backward(x, dy, dx, D, eps, p.weight.data(), static_cast<T*>(nullptr), accumulate);
     }
 };
 
@@ -120,6 +148,23 @@ template <class Cfg> struct norm {
         static_assert(differentiable_norm<Policy, D, NP, T>,
                       "ctformer: the norm policy has no backward: training needs static void backward<D>(params, "
                       "grads, x, dy, dx, eps, accumulate) (see modules/norm.hpp)");
+        if constexpr (requires(T* v) {
+                          Policy::template backward_params<D>(np, g, x, dy, rows, rows, rows, eps());
+                          Policy::template backward_input<D>(np, x, dy, v, eps(), accumulate);
+                      }) {
+            // Many rows on several threads: the parameters' gradients by 16-column blocks (each
+            // summing the rows in order, as the row loop below does), then dx by rows.
+            constexpr std::size_t cb = 16;
+            if (rows * D >= parallel_min_elems && split_parts((D + cb - 1) / cb, [&](std::size_t b0, std::size_t b1) {
+                    Policy::template backward_params<D>(np, g, x, dy, rows, b0 * cb, b1 * cb < D ? b1 * cb : D, eps());
+                })) {
+                split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
+                    for (std::size_t r = r0; r < r1; ++r)
+                        Policy::template backward_input<D>(np, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
+                });
+                return;
+            }
+        }
         for (std::size_t r = 0; r < rows; ++r)
             Policy::template backward<D>(np, g, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
     }

@@ -26,15 +26,6 @@
 
 namespace ctformer {
 
-namespace detail {
-// Elements of a tensor below which its update runs on the calling thread alone (a test may
-// define CTFORMER_PARALLEL_MIN_ELEMS 1 to split every tensor).
-#ifndef CTFORMER_PARALLEL_MIN_ELEMS
-#define CTFORMER_PARALLEL_MIN_ELEMS (std::size_t(1) << 14)
-#endif
-inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
-}  // namespace detail
-
 // PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero.
 template <class P> void zero_grad(P& grads) { zero_params(grads); }
 
@@ -140,7 +131,7 @@ template <class P> struct SGD {
             using T = std::remove_cvref_t<decltype(*p)>;
             const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
             const T damp = static_cast<T>(1 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-            split_elements(n, detail::parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+            split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
                 for (std::size_t i = i0; i < i1; ++i) {
                     T d = o.weight_decay != 0 ? std::fma(wd, p[i], g[i]) : g[i];
                     if (o.momentum != 0) {
@@ -215,7 +206,7 @@ template <class P> struct AdamW {
         const executor_scope on(executor);
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* m, auto* v) {
             using T = std::remove_cvref_t<decltype(*p)>;
-            split_elements(n, detail::parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+            split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
                 kernels::adamw_update(i1 - i0, p + i0, g + i0, m + i0, v + i0, scalars(T{}));
             });
         }, params, grads, exp_avg, exp_avg_sq);
