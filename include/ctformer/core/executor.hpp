@@ -130,11 +130,16 @@ template <std::size_t block = 64, class F> constexpr void split_elements(std::si
 #endif
 inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
 
+// Rows per block of split_rows (a test may define CTFORMER_PARALLEL_ROW_BLOCK 2 to split a few rows).
+#ifndef CTFORMER_PARALLEL_ROW_BLOCK
+#define CTFORMER_PARALLEL_ROW_BLOCK 64
+#endif
+
 // f(r0, r1) over rows [0, rows) of `cols` elements each, for work where each row is computed
-// alone: parts of whole 64-row blocks where the pass has parallel_min_elems elements, else here.
+// alone: parts of whole blocks of rows where the pass has parallel_min_elems elements, else here.
 template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols, F&& f) {
     bool many = !std::is_constant_evaluated() && rows * cols >= parallel_min_elems;  // (not const: clang's
-    split_elements(rows, many ? 0 : rows + 1, f);                                    // -Wconstant-evaluated)
+    split_elements<CTFORMER_PARALLEL_ROW_BLOCK>(rows, many ? 0 : rows + 1, f);       // -Wconstant-evaluated)
 }
 
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an

@@ -177,7 +177,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if (status st = Stack::forward_train(stack(p), ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
         modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
         for (std::size_t m = 0; m < M; ++m) acts.tokens[m] = tokens.data()[m], acts.targets[m] = targets.data()[m];
-        loss = mean_cross_entropy(acts.probs, acts.targets, M, acts.count);
+        loss = mean_cross_entropy(acts.probs, acts.targets, M, acts.count, ws.dlogits);  // (dlogits: backward's)
         acts.filled = true;
         return {};
     }
@@ -192,7 +192,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if (status st = check_targets(targets.data(), B * Tq); !st) return st;
         if (status st = forward(p, ws, tokens, logits); !st) return st;
         std::size_t count = 0;
-        loss = mean_cross_entropy(logits.data(), targets.data(), B * Tq, count);
+        loss = mean_cross_entropy(logits.data(), targets.data(), B * Tq, count, ws.x);  // (x: read by the head)
         return {};
     }
     // Adds d(loss · loss_scale)/dθ to grads (+=: zero them first; micro-batches add up — give each
@@ -215,8 +215,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                                                          static_cast<std::size_t>(acts.targets[m]), scale);
             }
         };
-        if (2 * M * V < kernels::detail::parallel_min_macs) dlogits(0, M);
-        else split_elements(M, 128, dlogits);
+        split_rows(M, V, dlogits);
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                   ws.dhidden, false, ws.head_pack);
         split_rows(M, D, [&](std::size_t r0, std::size_t r1) {
@@ -361,15 +360,19 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         return {};
     }
     // Mean cross-entropy of M rows of logits (each left as its softmax) over the targets that are not
-    // ignore_index (count of them); NaN when every target is ignored, as in PyTorch.
-    static T mean_cross_entropy(T* logits, const token* targets, std::size_t M, std::size_t& count) {
+    // ignore_index (count of them); NaN when every target is ignored, as in PyTorch. Each row's
+    // loss alone (rows in parts of the current executor) into row_loss: (M) scratch, then their sum
+    // in row order.
+    static T mean_cross_entropy(T* logits, const token* targets, std::size_t M, std::size_t& count, T* row_loss) {
+        split_rows(M, V, [&](std::size_t m0, std::size_t m1) {
+            for (std::size_t m = m0; m < m1; ++m)
+                if (targets[m] != ignore_index)
+                    row_loss[m] = modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
+        });
         T sum = 0;
         count = 0;
-        for (std::size_t m = 0; m < M; ++m) {
-            if (targets[m] == ignore_index) continue;
-            sum += modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
-            ++count;
-        }
+        for (std::size_t m = 0; m < M; ++m)
+            if (targets[m] != ignore_index) sum += row_loss[m], ++count;
         return count ? sum / static_cast<T>(count) : std::numeric_limits<T>::quiet_NaN();
     }
     template <class P> static auto& head(P& p) {
