@@ -37,8 +37,8 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
     constexpr std::size_t M = s.B * s.T;
     auto& p = R::p;
     auto& ws = R::ws;
-    const typename A::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
-    const typename A::buffers bf_cross{ws.q_cross(), ws.ctx(), nullptr, ws.scores, ws.pack};
+    const typename A::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores};
+    const typename A::buffers bf_cross{ws.q_cross(), ws.ctx(), nullptr, ws.scores};
     const typename A::transient_cross cross_src{R::mem.data(), ws.kv_mem(), s.B * s.S, s.S, s.T};
     if constexpr (q == part::norms) {  // the layer's norms, each over its M rows
         if constexpr (L::pre_norm) {
@@ -56,7 +56,7 @@ template <const shape& s, part q> void run_part(const float* x, float* y) {
         lin::forward(p.multihead_attn.in_proj_weight, 0, 1, x, M, p.multihead_attn.in_bias_data(), ws.q_cross(), s.D,
                      ws.pack);
     } else if constexpr (q == part::memory_kv) {
-        cross_src.project(p.multihead_attn, ws.pack);
+        cross_src.project(p.multihead_attn, 0, cross_src.memory_rows(), ws.pack);
     } else if constexpr (q == part::cross_heads) {
         A::cross_heads(bf_cross, s.B, s.T, cross_src, ct::no_mask{}, ct::no_dropout{});
     } else if constexpr (q == part::cross_out) {

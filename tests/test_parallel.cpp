@@ -121,6 +121,27 @@ TEST_CASE("parallel: decoder layer (post-norm, cross-attention): forward, backwa
     layer_case<ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>, 2, 10, 7>("post-norm D 32");
 }
 
+TEST_CASE("parallel: a small layer's forward runs its row-local work in three row regions") {
+    // (weights of 33 KB: each core keeps a copy; the stages between the heads run over row parts)
+    using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
+    static L::Params p;
+    static L::Workspace<2, 10, 7> ws;
+    static ct::Tensor<float, 2, 10, 32> tgt, out;
+    static ct::Tensor<float, 2, 7, 32> mem;
+    ref::randomize(p, 3);
+    ref::randomize_tensor(tgt, 4);
+    ref::randomize_tensor(mem, 5);
+    counting_pool pool(2);
+    ws.executor = pool;
+    REQUIRE(L::forward(p, ws, tgt, mem, out, ct::causal{}).ok());
+    // q|k|v; the self heads; its output, norm, cross queries and the memory's k|v; the cross heads;
+    // the cross output, norm and FFN
+    CHECK(pool.runs == 5);
+    pool.runs = 0;  // with dropout: rows numbered from 0, every stage over all rows, products split
+    REQUIRE(L::forward_train(p, ws, tgt, mem, out, ct::dropout_config{0.1f, -1, -1, 7, 8}, ct::causal{}).ok());
+    CHECK(pool.runs > 10);
+}
+
 TEST_CASE("parallel: decoder layer with partial panels (D 40, F 72, pre-norm, GELU), batch 3") {
     layer_case<ct::DecoderLayer<ct::d_model<40>, ct::heads<4>, ct::ffn_dim<72>, ct::norm_first<true>, ct::activation<ct::gelu>>,
                3, 8, 5>("pre-norm D 40");

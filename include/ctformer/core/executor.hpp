@@ -135,6 +135,13 @@ inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
 #define CTFORMER_PARALLEL_ROW_BLOCK 64
 #endif
 
+// Bytes of weights up to which a layer's row-local work runs in row parts (layer.hpp, "row
+// regions"): each core then reads every weight, so they should fit its own cache.
+#ifndef CTFORMER_PARALLEL_ROW_WEIGHT_BYTES
+#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(512) * 1024)
+#endif
+inline constexpr std::size_t parallel_row_weight_bytes = CTFORMER_PARALLEL_ROW_WEIGHT_BYTES;
+
 // f(r0, r1) over rows [0, rows) of `cols` elements each, for work where each row is computed
 // alone: parts of whole blocks of rows where the pass has parallel_min_elems elements, else here.
 template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols, F&& f) {

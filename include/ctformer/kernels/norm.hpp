@@ -70,42 +70,48 @@ template <class T> constexpr void rms_norm_row(const T* x, T* y, std::size_t n, 
 // and square root), so rows do not each wait on their own chain of horizontal sums, division and
 // square root (BM_layer_norm_rows, Zen 4: 16 rows of 64 take 307 -> 193 ns on AVX2, 289 -> 180 ns on
 // AVX-512; at 512 columns, where each row's chain is long enough to hide its latency, 3-15% less).
-// Rows of a length that is not a whole number of vectors, and the last rows, go one by one.
+// The last rows (fewer than a vector's width) take the same path, their lanes past the last row
+// repeating it: a row's result does not depend on the rows computed with it, so a call over rows
+// in parts (layer.hpp's row regions) gives the whole call's bits. Rows of a length that is not a
+// whole number of vectors go one by one.
 namespace detail {
-// x: width<T> rows of n (a whole number of vectors) at stride n -> lane r: Σ_j f(acc, x[r, j..], r).
-template <class T, class F> inline simd::vec<T> rows_sum(const T* x, std::size_t n, F f) {
+// x: `valid` (<= width<T>) rows of n (a whole number of vectors) at stride n -> lane r:
+// Σ_j f(acc, x[r, j..], r) (lanes from `valid` on: the last row's).
+template <class T, class F> inline simd::vec<T> rows_sum(const T* x, std::size_t n, std::size_t valid, F f) {
     constexpr std::size_t W = simd::width<T>;
     simd::vec<T> acc[W];
+    const T* row[W];
 #pragma GCC unroll 16
-    for (std::size_t r = 0; r < W; ++r) acc[r] = simd::vec<T>(T(0));
+    for (std::size_t r = 0; r < W; ++r) acc[r] = simd::vec<T>(T(0)), row[r] = x + (r < valid ? r : valid - 1) * n;
     for (std::size_t j = 0; j < n; j += W)
 #pragma GCC unroll 16
-        for (std::size_t r = 0; r < W; ++r) acc[r] = f(acc[r], simd::load(x + r * n + j), r);
+        for (std::size_t r = 0; r < W; ++r) acc[r] = f(acc[r], simd::load(row[r] + j), r);
     return simd::hsum_lanes<T>(acc);
 }
 // y = (x - mean) · rstd · gamma [+ beta] for width<T> rows at r0 at a time (Centered: LayerNorm's
 // mean and variance; else RMSNorm's mean of squares, mean 0) where n is a whole number of vectors
-// and not in a constant expression; the rows left one by one (layer_norm_row, rms_norm_row).
+// and not in a constant expression; else row by row (layer_norm_row, rms_norm_row).
 template <bool Centered, class T>
 constexpr void norm_rows(const T* x, T* y, std::size_t rows, std::size_t n, T eps, const T* gamma, const T* beta) {
     using V = simd::vec<T>;
     constexpr std::size_t W = simd::width<T>;
-    std::size_t grouped = 0;  // (not const: is_constant_evaluated would hold in its initializer)
-    if (!simd::constant_evaluated() && simd::vectorized<T> && n % W == 0) grouped = rows / W * W;
-    for (std::size_t r0 = 0; r0 < grouped; r0 += W) {
+    bool grouped = false;  // (not const: is_constant_evaluated would hold in its initializer)
+    if (!simd::constant_evaluated() && simd::vectorized<T> && n % W == 0) grouped = true;
+    for (std::size_t r0 = 0; grouped && r0 < rows; r0 += W) {
         const T* xr = x + r0 * n;
+        const std::size_t valid = rows - r0 < W ? rows - r0 : W;
         alignas(64) T mean[W] = {}, rstd[W];
         if constexpr (Centered)
-            simd::store(mean, simd::vdiv(rows_sum<T>(xr, n, [](const V& a, const V& v, std::size_t) { return a + v; }),
+            simd::store(mean, simd::vdiv(rows_sum<T>(xr, n, valid, [](const V& a, const V& v, std::size_t) { return a + v; }),
                                          V(static_cast<T>(n))));
-        const V ss = rows_sum<T>(xr, n, [&mean](const V& a, const V& v, std::size_t r) {
+        const V ss = rows_sum<T>(xr, n, valid, [&mean](const V& a, const V& v, std::size_t r) {
             const V d = Centered ? v - V(mean[r]) : v;
             return simd::fma<T>(d, d, a);
         });
         simd::store(rstd, simd::vdiv(V(T(1)), simd::vsqrt(simd::vdiv(ss, V(static_cast<T>(n))) + V(eps))));
-        for (std::size_t r = 0; r < W; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
+        for (std::size_t r = 0; r < valid; ++r) scale_shift(xr + r * n, y + (r0 + r) * n, n, mean[r], rstd[r], gamma, beta);
     }
-    for (std::size_t r = grouped; r < rows; ++r) {
+    for (std::size_t r = 0; !grouped && r < rows; ++r) {
         if constexpr (Centered) layer_norm_row(x + r * n, y + r * n, n, eps, gamma, beta);
         else rms_norm_row(x + r * n, y + r * n, n, eps, gamma);
     }

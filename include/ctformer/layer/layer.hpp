@@ -278,9 +278,10 @@ template <class Cfg> struct Layer {
     }
 
     // forward_train saves the residual stream entering norm i (Acts void: inference, nothing).
-    template <class Acts> static constexpr void save_stream(Acts* a, std::size_t i, const T* x, std::size_t n) {
+    template <class Acts>
+    static constexpr void save_stream(Acts* a, std::size_t i, const T* x, std::size_t r0, std::size_t r1) {
         if constexpr (!std::is_same_v<Acts, void>)
-            if (a) copy_rows(x, a->x[i], n / D);
+            if (a) copy_rows(x + r0 * D, a->x[i] + r0 * D, r1 - r0);
     }
 
     // The three sub-layers over B*Tq rows: x -> y (y may alias x: each stage reads a row before
@@ -291,6 +292,7 @@ template <class Cfg> struct Layer {
     // the GEMMs that read y (q/kv, linear1) finish before y is written.
     // acts (training): the attention's q|k|v, outputs and log-sum-exps, linear1's pre-activation
     // and each norm's input are written there instead of (or besides) the workspace.
+    // Everything but the heads is row-local: it runs in row stages (over_rows), between the heads.
     template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
@@ -299,49 +301,114 @@ template <class Cfg> struct Layer {
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
-        // before sub-layer k: its input (pre-norm: normalized into ws.normed)
-        auto start = [&](std::size_t k, const T* stream) -> const T* {
+        const bool parts = in_row_parts(M, drop);
+        const row_scratch whole{ws.pack, ws.hidden()};
+        // before sub-layer k, rows [r0, r1): their input (pre-norm: normalized into ws.normed)
+        auto start = [&](std::size_t k, const T* stream, std::size_t r0, std::size_t r1) -> const T* {
             if constexpr (pre_norm) {
-                save_stream(acts, k, stream, M * D);
-                NormM::forward(norm_of(p, k), stream, ws.normed, M);
+                save_stream(acts, k, stream, r0, r1);
+                NormM::forward(norm_of(p, k), stream + r0 * D, ws.normed + r0 * D, r1 - r0);
                 return ws.normed;
             } else {
                 return stream;
             }
         };
         // after sub-layer k: the residual add (unless fused) and, post-norm, the norm, in place on y
-        auto finish = [&](std::size_t k, const T* resid, dropout_site site) {
+        // (a call that drops runs its stages over all rows at once: dropout numbers rows from 0)
+        auto finish = [&](std::size_t k, const T* resid, dropout_site site, std::size_t r0, std::size_t r1) {
             if (!fused) {
                 drop_rows(drop, ws.branch, M, D, D, Tq, site);
                 add_rows(y, resid, ws.branch, M);
             }
             if constexpr (!pre_norm) {
-                save_stream(acts, k + 1, y, M * D);
-                NormM::forward(norm_of(p, k), y, y, M);
+                save_stream(acts, k + 1, y, r0, r1);
+                NormM::forward(norm_of(p, k), y + r0 * D, y + r0 * D, r1 - r0);
             }
         };
-        if constexpr (!pre_norm) save_stream(acts, 0, x, M * D);
-        typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, ws.pack};
-        if constexpr (!std::is_same_v<Acts, void>)
-            if (acts) bf = {acts->self_attn.qkv, acts->self_attn.ctx, acts->self_attn.lse, ws.scores, ws.pack};
-        const T* in = start(0, x);
-        if (fused && y != x) copy_rows(x, y, M);  // the residual the self-attention output adds onto
-        Attn::self_forward(p.self_attn, bf, in, B, Tq, self_src, sm, drop, branch, fused);
-        finish(0, x, dropout_site::self_attn_out);
-        if constexpr (cross) {  // memory is never normalized
-            bf.qkv = ws.q_cross();
+        auto ffn = [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
+            const T* in = start(sublayers - 1, y, r0, r1);
+            T* u = nullptr;
             if constexpr (!std::is_same_v<Acts, void>)
-                if (acts) bf = {acts->cross_attn.q, acts->cross_attn.ctx, acts->cross_attn.lse, ws.scores, ws.pack};
-            in = start(1, y);
-            Attn::cross_forward(p.multihead_attn, bf, in, B, Tq, cross_src, cm, drop, branch, fused);
-            finish(1, y, dropout_site::cross_attn_out);
-        }
-        in = start(sublayers - 1, y);
-        T* u = nullptr;
+                if (acts) u = acts->ffn.u + r0 * FFN::ldh;
+            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u);
+            finish(sublayers - 1, y, dropout_site::ffn_out, r0, r1);
+        };
+        typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores}, bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores};
         if constexpr (!std::is_same_v<Acts, void>)
-            if (acts) u = acts->ffn.u;
-        FFN::forward(ffn_of(p), in, ws.hidden(), branch, fused, M, Tq, drop, ws.pack, u);
-        finish(sublayers - 1, y, dropout_site::ffn_out);
+            if (acts) {
+                bf = {acts->self_attn.qkv, acts->self_attn.ctx, acts->self_attn.lse, ws.scores};
+                if constexpr (cross) bfc = {acts->cross_attn.q, acts->cross_attn.ctx, acts->cross_attn.lse, ws.scores};
+            }
+        over_rows(parts, M, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
+            if constexpr (!pre_norm) save_stream(acts, 0, x, r0, r1);
+            Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack);
+        });
+        Attn::self_heads(bf, B, Tq, self_src, sm, drop);
+        // rows [0, M): the self-attention's output, (cross) its queries, else the FFN; rows
+        // [M, M + Ms): the memory's k|v (they take the self q|k|v's place: after its heads)
+        std::size_t Ms = 0;
+        if constexpr (cross) Ms = cross_src.memory_rows();
+        over_rows(parts, M + Ms, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
+            if constexpr (cross)
+                if (r1 > M) cross_src.project(p.multihead_attn, r0 > M ? r0 - M : 0, r1 - M, sc.pack);
+            if (r0 >= M) return;
+            r1 = r1 < M ? r1 : M;
+            if (fused && y != x) copy_rows(x + r0 * D, y + r0 * D, r1 - r0);  // the residual the output adds onto
+            Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
+            finish(0, x, dropout_site::self_attn_out, r0, r1);
+            if constexpr (cross)  // memory is never normalized
+                Attn::cross_query(p.multihead_attn, bfc.qkv, start(1, y, r0, r1), r0, r1, sc.pack);
+            else
+                ffn(r0, r1, sc);
+        });
+        if constexpr (cross) {
+            Attn::cross_heads(bfc, B, Tq, cross_src, cm, drop);
+            over_rows(parts, M, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
+                Attn::out_projection(p.multihead_attn, bfc.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
+                finish(1, y, dropout_site::cross_attn_out, r0, r1);
+                ffn(r0, r1, sc);
+            });
+        }
+    }
+
+    // ---- Row regions ----
+    // Where the layer's weights are small enough that each core keeps its own copy in cache, a
+    // forward that drops nothing runs each row stage as one parallel region over parts of the rows
+    // (in chunks of part_rows, with their own scratch on the part's stack): a row's activations
+    // then stay on one core from a stage's first product to its last, where per-product column
+    // splits moved them between cores once per product (the tiny layer's cost: scripts/
+    // performance_notes.md). Otherwise a stage runs over all rows at once and each product
+    // splits its columns. Rows give the same bits however they are grouped (the GEMM computes
+    // each output element alone: kernels/gemm.hpp).
+    struct row_scratch {
+        T* pack;    // the GEMMs' packing scratch
+        T* hidden;  // the FFN's hidden rows of the stage's first row on (at FFN::ldh)
+    };
+    static constexpr std::size_t part_rows = 32, row_part_block = CTFORMER_PARALLEL_ROW_BLOCK < 4 ? CTFORMER_PARALLEL_ROW_BLOCK : 4;
+    static constexpr std::size_t part_pack_elems = kernels::gemm_pack_elems<T>(part_rows, D > F ? D : F);
+    static constexpr bool row_parts_fit = !Cfg::quantized && sizeof(Params) <= parallel_row_weight_bytes &&
+                                          (part_pack_elems + part_rows * FFN::ldh) * sizeof(T) <= 256 * 1024;
+    template <class Drop> static constexpr bool in_row_parts(std::size_t M, const Drop& drop) {
+        if constexpr (!row_parts_fit || !CTFORMER_THREADS) {
+            return false;
+        } else {
+            return !std::is_constant_evaluated() && M >= 2 * row_part_block && current_executor().parallel() &&
+                   !drop.drops(dropout_site::self_attn_out) && !drop.drops(dropout_site::ffn_activation);
+        }
+    }
+    // stage(r0, r1, scratch) over rows [0, n): in parts of the current executor, or here at once.
+    template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
+        if constexpr (row_parts_fit) {
+            constexpr std::size_t rb = row_part_block;
+            if (parts && split_parts((n + rb - 1) / rb, [&](std::size_t b0, std::size_t b1) {
+                    alignas(64) T pack[part_pack_elems], hidden[part_rows * FFN::ldh];
+                    const std::size_t end = b1 * rb < n ? b1 * rb : n;
+                    for (std::size_t r = b0 * rb; r < end; r += part_rows)
+                        stage(r, end - r < part_rows ? end : r + part_rows, row_scratch{pack, hidden});
+                }))
+                return;
+        }
+        stage(std::size_t(0), n, whole);
     }
     // y: (rows, D) = x, and y = a + b (y may alias a): rows in parts of the current executor
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {

@@ -126,13 +126,17 @@ template <class Cfg> struct attention {
         constexpr std::size_t first_pos(std::size_t) const { return 0; }
         constexpr std::size_t fed(std::size_t) const { return Tq; }
     };
-    // Forward, cross-attention: keys/values of the memory rows, projected once per call by the
-    // cross-attention itself (in a Workspace they take the dead self q|k|v's place: roles.hpp).
+    // Forward, cross-attention: keys/values of the memory rows, projected once per call after the
+    // self-attention's heads (in a Workspace they take the dead self q|k|v's place: roles.hpp).
     struct transient_cross {
         const T* mem;  // (rows, D) the memory, rows = B*S
         T* kv_mem;     // (rows, 2D) at stride kv_ld: k | v per memory row
         std::size_t rows, S, Tq;
-        constexpr void project(const Params& p, T* pack) const { project_memory(p, mem, rows, kv_mem, kv_ld, pack); }
+        // memory rows [m0, m1) -> their k|v (the whole forward projects rows [0, memory_rows()))
+        constexpr std::size_t memory_rows() const { return rows; }
+        constexpr void project(const Params& p, std::size_t m0, std::size_t m1, T* pack) const {
+            project_memory(p, mem + m0 * D, m1 - m0, kv_mem + m0 * kv_ld, kv_ld, pack);
+        }
         constexpr kv_view<> operator()(std::size_t b, std::size_t h) const {
             const T* kv = kv_mem + b * S * kv_ld + h * Dh;
             return {{kv, kv_ld, false}, {kv + D, kv_ld}, S, Tq, 0};
@@ -159,7 +163,8 @@ template <class Cfg> struct attention {
         const Cache& cache;
         const std::array<std::size_t, B>& pos0;
         const std::array<std::size_t, B>& count;
-        constexpr void project(const Params&, T*) const {}
+        static constexpr std::size_t memory_rows() { return 0; }  // (projected by fill_cross_cache)
+        constexpr void project(const Params&, std::size_t, std::size_t, T*) const {}
         constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t h) const {
             return {{cache.keys_t(b, h), Cache::capacity, true}, {cache.values(b, h), Dh}, Cache::capacity, count[b],
                     pos0[b]};
@@ -175,19 +180,20 @@ template <class Cfg> struct attention {
         T* ctx;     // (B*Tq, D)
         T* lse;     // (B*H*Tq) or null
         T* scores;  // one score tile
-        T* pack;
     };
 
-    // ---- Forward ----
-    // Multi-head self-attention of x: (B*Tq, D) -> out: (B*Tq, D) (accumulate: out += it).
-    template <class Src, class Mask, class Drop>
-    static constexpr void self_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
-                             const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        project_qkv(p, x, B * Tq, bf.qkv, bf.pack);
+    // ---- Forward, in stages: the layer runs the row stages (projections) over all rows at once or
+    // over parts of them (layer.hpp, "row regions"), and the heads in between. ----
+    // Self-attention's q|k|v of rows [r0, r1): qkv rows = x rows · [Wq; Wk; Wv]ᵀ + b, RoPE applied
+    // at each fed row's position (src: where batch row b's rows start and how many are fed).
+    // x, qkv: the whole (B*Tq)-row buffers.
+    template <class Src>
+    static constexpr void self_project(const Params& p, T* qkv, const T* x, std::size_t r0, std::size_t r1,
+                                       std::size_t Tq, const Src& src, T* pack) {
+        project_qkv(p, x + r0 * D, r1 - r0, qkv + r0 * qkv_ld, pack);
         if constexpr (rope)
-            for (std::size_t b = 0; b < B; ++b) rotate_rows<false>(bf.qkv + b * Tq * qkv_ld, src.fed(b), src.first_pos(b));
-        self_heads(bf, B, Tq, src, mask, drop);
-        out_projection(p, bf.ctx, out, accumulate, B * Tq, bf.pack);
+            for (std::size_t r = r0; r < r1; ++r)
+                if (r % Tq < src.fed(r / Tq)) rotate_rows<false>(qkv + r * qkv_ld, 1, src.first_pos(r / Tq) + r % Tq);
     }
     // qkv: (rows, D + 2·Dkv) at qkv_ld = x: (rows, D) · [Wq; Wk; Wv]ᵀ + [bq; bk; bv]
     static constexpr void project_qkv(const Params& p, const T* x, std::size_t rows, T* qkv, T* pack) {
@@ -228,12 +234,15 @@ template <class Cfg> struct attention {
         });
     }
     // f(b, h, scores) for every batch row b and (key/value) head h < heads: split over the current
-    // executor where the work (multiply-adds per pair / Dh: query rows x keys) pays a fork-join,
-    // each part with its own score tile (on its thread's stack); else here, with the workspace's.
+    // executor where the work (scores per pair: query rows x keys) pays a fork-join, each part with
+    // its own score tile (on its thread's stack); else here, with the workspace's. A score costs
+    // its 2·Dh multiply-adds and about score_macs more (the softmax, masking, the query block's
+    // transposition: the tiny layer's heads take what a GEMM does in ~110 multiply-adds a score).
+    static constexpr std::size_t score_macs = 128;
     template <class F>
     static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t work, T* scores, F&& f) {
         const std::size_t n = B * heads;
-        if (!std::is_constant_evaluated() && n * work * Dh >= kernels::detail::parallel_min_macs &&
+        if (!std::is_constant_evaluated() && n * work * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs &&
             split_parts(n, [&](std::size_t i0, std::size_t i1) {
                 alignas(64) T tile[score_elems];
                 for (std::size_t i = i0; i < i1; ++i) f(i / heads, i % heads, tile);
@@ -242,17 +251,10 @@ template <class Cfg> struct attention {
         for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, scores);
     }
 
-    // Multi-head cross-attention of x: (B*Tq, D) over the source's memory -> out: (B*Tq, D)
-    // (accumulate: out += it).
-    template <class Src, class Mask, class Drop>
-    static constexpr void cross_forward(const Params& p, const buffers& bf, const T* x, std::size_t B, std::size_t Tq,
-                              const Src& src, const Mask& mask, const Drop& drop, T* out, bool accumulate) {
-        const auto& a = p;
-        src.project(p, bf.pack);  // the memory's k|v (a step's come from its cache)
-        // q: (B*Tq, D) = x · Wqᵀ + bq  (Wq: the first D rows of in_proj_weight)
-        linear::forward(a.in_proj_weight, 0, 1, x, B * Tq, a.in_bias_data(), bf.qkv, D, bf.pack);
-        cross_heads(bf, B, Tq, src, mask, drop);
-        out_projection(a, bf.ctx, out, accumulate, B * Tq, bf.pack);
+    // Cross-attention's queries of rows [r0, r1): q rows = x rows · Wqᵀ + bq (Wq: the first D rows
+    // of in_proj_weight). x, q: the whole (B*Tq)-row buffers.
+    static constexpr void cross_query(const Params& p, T* q, const T* x, std::size_t r0, std::size_t r1, T* pack) {
+        linear::forward(p.in_proj_weight, 0, 1, x + r0 * D, r1 - r0, p.in_bias_data(), q + r0 * D, D, pack);
     }
     // The heads of a cross-attention: queries bf.qkv: (B*Tq, D), keys/values from src -> bf.ctx.
     template <class Src, class Mask, class Drop>

@@ -19,7 +19,8 @@ namespace ctformer {
 // which normalizes one row x: (D) into y: (D); y may alias x; optionally
 //   template <size_t D, class P, class T> static void apply_rows(const P&, const T* x, T* y, size_t rows, T eps);
 // the same for rows (rows, D) at once (the built-in norms: the statistics of a vector's width of
-// rows together); and, for training,
+// rows together), each row's result independent of the rows beside it (a threaded forward may
+// hand it any group of rows); and, for training,
 //   template <size_t D, class P, class T> static void backward(const P& p, P& grad, const T* x,
 //       const T* dy, T* dx, T eps, bool accumulate);
 // which, from the forward's input row x and the output's gradient dy, adds the parameters'
@@ -128,8 +129,7 @@ template <class Cfg> struct norm {
     static constexpr T eps() { return static_cast<T>(Cfg::eps); }
 
     // y: (rows, D) = norm(x: (rows, D)); y may alias x. Many rows: parts of whole 64-row blocks
-    // over the current executor (the kernels group rows by vector width from a part's first row:
-    // the same groups whatever the split).
+    // over the current executor (a row's result does not depend on its part).
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
         bool many = !std::is_constant_evaluated() && 2 * rows * D >= kernels::detail::parallel_min_macs;  // (not const: see norm_rows)
         split_elements(rows, many ? 128 : rows + 1,
