@@ -117,9 +117,7 @@ template <class Drop, class T>
 constexpr void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t width, std::size_t ld, std::size_t Tq,
                          dropout_site site) {
     if constexpr (Drop::enabled)
-        split_rows(rows, width, [&](std::size_t r0, std::size_t r1) {
-            for (std::size_t r = r0; r < r1; ++r) drop.apply(x + r * ld, width, site, dropout_row_id(r, Tq));
-        });
+        for_each_row(rows, width, [&](std::size_t r) { drop.apply(x + r * ld, width, site, dropout_row_id(r, Tq)); });
 }
 
 }  // namespace ctformer

@@ -149,6 +149,13 @@ template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols,
     split_elements<CTFORMER_PARALLEL_ROW_BLOCK>(rows, many ? 0 : rows + 1, f);       // -Wconstant-evaluated)
 }
 
+// f(r) for each row r in [0, rows) (rows of `cols` elements, each computed alone), in split_rows' parts.
+template <class F> constexpr void for_each_row(std::size_t rows, std::size_t cols, F&& f) {
+    split_rows(rows, cols, [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) f(r);
+    });
+}
+
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
 // enclosing call's stays, so a stack's layers run on the stack's executor).
 #if CTFORMER_THREADS

@@ -205,21 +205,18 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         constexpr std::size_t M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
         const T scale = acts.count ? loss_scale / static_cast<T>(acts.count) : T(0);
-        const auto dlogits = [&](std::size_t m0, std::size_t m1) {  // rows m0..m1: each row alone
-            for (std::size_t m = m0; m < m1; ++m) {
-                T* dl = ws.dlogits + m * V;
-                if (acts.targets[m] == ignore_index)
-                    for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
-                else
-                    modules::cross_entropy::backward_row(acts.probs + m * V, dl, V,
-                                                         static_cast<std::size_t>(acts.targets[m]), scale);
-            }
-        };
-        split_rows(M, V, dlogits);
+        for_each_row(M, V, [&](std::size_t m) {  // each row alone
+            T* dl = ws.dlogits + m * V;
+            if (acts.targets[m] == ignore_index)
+                for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
+            else
+                modules::cross_entropy::backward_row(acts.probs + m * V, dl, V, static_cast<std::size_t>(acts.targets[m]),
+                                                     scale);
+        });
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                   ws.dhidden, false, ws.head_pack);
-        split_rows(M, D, [&](std::size_t r0, std::size_t r1) {
-            for (std::size_t i = r0 * D; i < r1 * D; ++i) ws.dx[i] = T(0);
+        for_each_row(M, D, [&](std::size_t r) {
+            for (std::size_t k = r * D; k < (r + 1) * D; ++k) ws.dx[k] = T(0);
         });
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
         auto dx = view<B, Tq, D>(ws.dx);
@@ -364,10 +361,9 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     // loss alone (rows in parts of the current executor) into row_loss: (M) scratch, then their sum
     // in row order.
     static T mean_cross_entropy(T* logits, const token* targets, std::size_t M, std::size_t& count, T* row_loss) {
-        split_rows(M, V, [&](std::size_t m0, std::size_t m1) {
-            for (std::size_t m = m0; m < m1; ++m)
-                if (targets[m] != ignore_index)
-                    row_loss[m] = modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
+        for_each_row(M, V, [&](std::size_t m) {
+            if (targets[m] != ignore_index)
+                row_loss[m] = modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
         });
         T sum = 0;
         count = 0;

@@ -310,8 +310,8 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
                 layer(i, dy, d_tgt);
             } else {
                 T* next = cur == ws.grad_rows[0] ? ws.grad_rows[1] : ws.grad_rows[0];
-                split_rows(M, D, [&](std::size_t r0, std::size_t r1) {
-                    for (std::size_t k = r0 * D; k < r1 * D; ++k) next[k] = T(0);
+                for_each_row(M, D, [&](std::size_t r) {
+                    for (std::size_t k = r * D; k < (r + 1) * D; ++k) next[k] = T(0);
                 });
                 auto dx = view<B, Tq, D>(next);
                 layer(i, dy, dx);

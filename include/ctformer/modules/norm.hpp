@@ -158,9 +158,8 @@ template <class Cfg> struct norm {
             if (rows * D >= parallel_min_elems && split_parts((D + cb - 1) / cb, [&](std::size_t b0, std::size_t b1) {
                     Policy::template backward_params<D>(np, g, x, dy, rows, b0 * cb, b1 * cb < D ? b1 * cb : D, eps());
                 })) {
-                split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
-                    for (std::size_t r = r0; r < r1; ++r)
-                        Policy::template backward_input<D>(np, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
+                for_each_row(rows, D, [&](std::size_t r) {
+                    Policy::template backward_input<D>(np, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
                 });
                 return;
             }
