@@ -109,15 +109,15 @@ struct no_dropout {
     template <class T> constexpr void apply(T*, std::size_t, dropout_site, std::uint64_t, std::size_t = 0) const {}
 };
 
-// Dropout over rows of `width` values of a (B·Tq, width) tensor at row stride ld. Rows are
-// numbered (batch row << 32 | position) so every caller (forward, step, backward) draws the same
-// stream.
+// Dropout over rows of `width` values of a (B·Tq, width) tensor at row stride ld; x holds `rows`
+// rows from row `first` on. Rows are numbered (batch row << 32 | position) so every caller
+// (forward, step, backward; all rows at once or in parts) draws the same stream.
 constexpr std::uint64_t dropout_row_id(std::size_t r, std::size_t Tq) { return (std::uint64_t{r / Tq} << 32) | (r % Tq); }
 template <class Drop, class T>
 constexpr void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t width, std::size_t ld, std::size_t Tq,
-                         dropout_site site) {
+                         dropout_site site, std::size_t first = 0) {
     if constexpr (Drop::enabled)
-        for_each_row(rows, width, [&](std::size_t r) { drop.apply(x + r * ld, width, site, dropout_row_id(r, Tq)); });
+        for_each_row(rows, width, [&](std::size_t r) { drop.apply(x + r * ld, width, site, dropout_row_id(first + r, Tq)); });
 }
 
 }  // namespace ctformer

@@ -141,6 +141,9 @@ inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
 #define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(512) * 1024)
 #endif
 inline constexpr std::size_t parallel_row_weight_bytes = CTFORMER_PARALLEL_ROW_WEIGHT_BYTES;
+// Rows per block of those row parts: small (a part's share evens out over a few dozen rows), and
+// never more than split_rows' block (a test that shrinks that one to split a few rows shrinks both).
+inline constexpr std::size_t parallel_row_part_block = CTFORMER_PARALLEL_ROW_BLOCK < 4 ? CTFORMER_PARALLEL_ROW_BLOCK : 4;
 
 // f(r0, r1) over rows [0, rows) of `cols` elements each, for work where each row is computed
 // alone: parts of whole blocks of rows where the pass has parallel_min_elems elements, else here.

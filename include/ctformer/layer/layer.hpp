@@ -301,7 +301,7 @@ template <class Cfg> struct Layer {
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
-        const bool parts = in_row_parts(M, drop);
+        const bool parts = in_row_parts(M);
         const row_scratch whole{ws.pack, ws.hidden()};
         // before sub-layer k, rows [r0, r1): their input (pre-norm: normalized into ws.normed)
         auto start = [&](std::size_t k, const T* stream, std::size_t r0, std::size_t r1) -> const T* {
@@ -314,11 +314,10 @@ template <class Cfg> struct Layer {
             }
         };
         // after sub-layer k: the residual add (unless fused) and, post-norm, the norm, in place on y
-        // (a call that drops runs its stages over all rows at once: dropout numbers rows from 0)
         auto finish = [&](std::size_t k, const T* resid, dropout_site site, std::size_t r0, std::size_t r1) {
             if (!fused) {
-                drop_rows(drop, ws.branch, M, D, D, Tq, site);
-                add_rows(y, resid, ws.branch, M);
+                drop_rows(drop, ws.branch + r0 * D, r1 - r0, D, D, Tq, site, r0);
+                add_rows(y + r0 * D, resid + r0 * D, ws.branch + r0 * D, r1 - r0);
             }
             if constexpr (!pre_norm) {
                 save_stream(acts, k + 1, y, r0, r1);
@@ -330,7 +329,7 @@ template <class Cfg> struct Layer {
             T* u = nullptr;
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) u = acts->ffn.u + r0 * FFN::ldh;
-            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u);
+            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0);
             finish(sublayers - 1, y, dropout_site::ffn_out, r0, r1);
         };
         typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores}, bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores};
@@ -373,7 +372,7 @@ template <class Cfg> struct Layer {
 
     // ---- Row regions ----
     // Where the layer's weights are small enough that each core keeps its own copy in cache, a
-    // forward that drops nothing runs each row stage as one parallel region over parts of the rows
+    // forward runs each row stage as one parallel region over parts of the rows
     // (in chunks of part_rows, with their own scratch on the part's stack): a row's activations
     // then stay on one core from a stage's first product to its last, where per-product column
     // splits moved them between cores once per product (the tiny layer's cost: scripts/
@@ -384,22 +383,21 @@ template <class Cfg> struct Layer {
         T* pack;    // the GEMMs' packing scratch
         T* hidden;  // the FFN's hidden rows of the stage's first row on (at FFN::ldh)
     };
-    static constexpr std::size_t part_rows = 32, row_part_block = CTFORMER_PARALLEL_ROW_BLOCK < 4 ? CTFORMER_PARALLEL_ROW_BLOCK : 4;
+    static constexpr std::size_t part_rows = 32;
     static constexpr std::size_t part_pack_elems = kernels::gemm_pack_elems<T>(part_rows, D > F ? D : F);
     static constexpr bool row_parts_fit = !Cfg::quantized && sizeof(Params) <= parallel_row_weight_bytes &&
                                           (part_pack_elems + part_rows * FFN::ldh) * sizeof(T) <= 256 * 1024;
-    template <class Drop> static constexpr bool in_row_parts(std::size_t M, const Drop& drop) {
+    static constexpr bool in_row_parts(std::size_t M) {
         if constexpr (!row_parts_fit || !CTFORMER_THREADS) {
             return false;
         } else {
-            return !std::is_constant_evaluated() && M >= 2 * row_part_block && current_executor().parallel() &&
-                   !drop.drops(dropout_site::self_attn_out) && !drop.drops(dropout_site::ffn_activation);
+            return !std::is_constant_evaluated() && M >= 2 * parallel_row_part_block && current_executor().parallel();
         }
     }
     // stage(r0, r1, scratch) over rows [0, n): in parts of the current executor, or here at once.
     template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
         if constexpr (row_parts_fit) {
-            constexpr std::size_t rb = row_part_block;
+            constexpr std::size_t rb = parallel_row_part_block;
             if (parts && split_parts((n + rb - 1) / rb, [&](std::size_t b0, std::size_t b1) {
                     alignas(64) T pack[part_pack_elems], hidden[part_rows * FFN::ldh];
                     const std::size_t end = b1 * rb < n ? b1 * rb : n;

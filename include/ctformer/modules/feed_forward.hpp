@@ -55,13 +55,13 @@ template <class Cfg> struct feed_forward {
     // out: (rows, D) = FF(x: (rows, D)), or out += FF(x) (accumulate: the residual add fused into
     // linear2's epilogue). hidden: (rows, F) at stride ldh, scratch. Training (u non-null) saves
     // linear1's output before the activation, u: (rows, F) at ldh, for backward; otherwise the
-    // activation is linear1's epilogue. Dropout after the activation, rows numbered by
-    // dropout_row_id(r, Tq).
+    // activation is linear1's epilogue. Dropout after the activation, the rows numbered by
+    // dropout_row_id(first + r, Tq) (x holds the rows from row `first` of the layer's on).
     template <class Drop>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr) {
-        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u);
-        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u);
+                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0) {
+        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, first);
+        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, first);
     }
     template <class Drop>
     static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
@@ -80,14 +80,14 @@ template <class Cfg> struct feed_forward {
     }
     template <class Drop>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u) {
+                        std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
         if (u) {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, ldh, pack);
             activate_rows(u, hidden, rows);
         } else {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, ldh, pack, Act{});
         }
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, first);
         linear::forward(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
                         accumulate, ldh);
     }
@@ -115,7 +115,7 @@ template <class Cfg> struct feed_forward {
     // columns, then out (+)= h · down_projᵀ. Training saves gate | up before the activation in u.
     template <class Drop>
     static constexpr void gated_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                                        std::size_t Tq, const Drop& drop, T* pack, T* u) {
+                                        std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
         if (u) {
             linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), u, ldh, pack);
             linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), u + F, ldh, pack);
@@ -125,7 +125,7 @@ template <class Cfg> struct feed_forward {
             linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), hidden + F, ldh, pack);
             for_each_row(rows, F, [&](std::size_t r) { kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F); });
         }
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, first);
         linear::forward(p.down_proj.weight, 0, 1, hidden, rows, p.down_proj.bias_data(), out, D, pack,
                         kernels::identity_op{}, accumulate, ldh);
     }

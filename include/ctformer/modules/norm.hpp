@@ -128,12 +128,10 @@ template <class Cfg> struct norm {
     static constexpr std::size_t D = Cfg::d_model;
     static constexpr T eps() { return static_cast<T>(Cfg::eps); }
 
-    // y: (rows, D) = norm(x: (rows, D)); y may alias x. Many rows: parts of whole 64-row blocks
-    // over the current executor (a row's result does not depend on its part).
+    // y: (rows, D) = norm(x: (rows, D)); y may alias x. Rows in parts of the current executor (a
+    // row's result does not depend on its part or its place in the vector path's group).
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
-        bool many = !std::is_constant_evaluated() && 2 * rows * D >= kernels::detail::parallel_min_macs;  // (not const: see norm_rows)
-        split_elements(rows, many ? 128 : rows + 1,
-                       [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
+        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
     }
     template <class NP> static constexpr void rows_here(const NP& np, const T* x, T* y, std::size_t rows) {
         if constexpr (requires { Policy::template apply_rows<D>(np, x, y, rows, eps()); })

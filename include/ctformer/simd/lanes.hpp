@@ -45,8 +45,10 @@ template <class T, class E> [[gnu::always_inline]] inline vec<T> load_as(const E
 // a·b + c on vectors: one rounding where the arch has a fused multiply-add. xsimd 8.1 gives
 // AVX-512 none (its generic a*b + c, fused only if the compiler contracts it: not under
 // -ffp-contract=off, nor by clang at -O0 with -ffp-contract=fast, where AdamW's bit-for-bit test
-// caught it), so AVX-512 calls the intrinsic. Scalars: a*b + c (contracted under the project's
-// -ffp-contract=fast, like the scalar references).
+// caught it), so AVX-512 calls the intrinsic. Scalars: std::fma where the target has a fused
+// multiply-add (one instruction): left to contraction, a·b + c was fused or not depending on how
+// the caller was inlined, and a norm's backward split over threads differed from its row loop in
+// the last bit (AVX-512, d_model 40: the rows' 8-value scalar tails); elsewhere a·b + c.
 template <class V> [[gnu::always_inline]] inline V vfma(const V& a, const V& b, const V& c) {
 #if CTFORMER_XSIMD
     if constexpr (!std::is_arithmetic_v<V>) {
@@ -58,6 +60,9 @@ template <class V> [[gnu::always_inline]] inline V vfma(const V& a, const V& b, 
 #endif
             return xsimd::fma(a, b, c);
     } else
+#endif
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA) || defined(__FP_FAST_FMAF)
+        if constexpr (std::is_floating_point_v<V>) return std::fma(a, b, c); else
 #endif
         return a * b + c;
 }
