@@ -55,7 +55,7 @@ void BM_gemm_microkernel(benchmark::State& st) {
     std::vector<float> ap(tile::MR * tile::KC, 0.5f), bp(tile::KC * tile::NR, 0.25f), c(tile::MR * tile::NR);
     for (auto _ : st) {
         ct::kernels::detail::micro_tile<float, tile::MR, tile::NV, ct::kernels::detail::a_layout::packed, true>(
-            tile::KC, ap.data(), 0, bp.data(), 0, c.data(), tile::NR, nullptr, false, true, ct::kernels::identity_op{});
+            tile::KC, ap.data(), 0, bp.data(), 0, c.data(), tile::NR, nullptr, false);
         benchmark::DoNotOptimize(c.data());
         benchmark::ClobberMemory();
     }

@@ -50,12 +50,13 @@ template <class T, a_layout AL> constexpr std::size_t a_k_stride(std::size_t lda
 
 // One register tile: c[0..R, 0..V*W) (+)= a[0..R, k0..k1) · b[k0..k1, 0..V*W).
 // from_c: start from c's values instead of zero (a later K block, or a residual already in c);
-// bias (null for none) is added at the start; last: apply act before storing.
+// bias (null for none) is added at the start (the activation: micro_rows, after the tile).
 // a in layout AL; PackedB: b is a panel (k-major, NR columns per k), else row-major at ldb.
-// Packed strides are compile-time constants.
-template <class T, std::size_t R, std::size_t V, a_layout AL, bool PackedB, class Act>
-inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b, std::size_t ldb_, T* c,
-                       std::size_t ldc, const T* bias, bool from_c, bool last, const Act& act) {
+// Packed strides are compile-time constants. One tile per row count and layout, never inlined:
+// callers inlining their own copies, one per activation, were most of a translation unit's code.
+template <class T, std::size_t R, std::size_t V, a_layout AL, bool PackedB>
+[[gnu::noinline]] inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b, std::size_t ldb_, T* c,
+                                         std::size_t ldc, const T* bias, bool from_c) {
     constexpr std::size_t W = simd::width<T>;
     using vt = simd::vec<T>;
     const std::size_t a_row = a_row_stride<T, AL>(lda_), a_k = a_k_stride<T, AL>(lda_),
@@ -88,7 +89,7 @@ inline void micro_tile(std::size_t kc, const T* a, std::size_t lda_, const T* b,
     for (std::size_t r = 0; r < R; ++r)
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < V; ++v)
-            simd::store(c + r * ldc + v * W, last ? apply_vec<T>(act, acc[r][v]) : acc[r][v]);
+            simd::store(c + r * ldc + v * W, acc[r][v]);
 }
 
 // Rows of the next register tile when `left` rows remain: MR, except that a remainder between MR
@@ -100,24 +101,30 @@ template <class T> constexpr std::size_t balanced_rows(std::size_t left) {
     return left <= MR ? left : (left < 2 * MR ? (left + 1) / 2 : MR);
 }
 
-// Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion).
-// Compact kernels: a whole tile, or the rows one by one.
+// Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion);
+// last: then act over the tile's rows, still in L1. Compact kernels: a whole tile, or the rows one
+// by one.
 template <class T, std::size_t V, a_layout AL, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
                        const Act& act) {
-    constexpr std::size_t MR = sizeof...(Rs);
+    constexpr std::size_t MR = sizeof...(Rs), W = simd::width<T>;
     if constexpr (gemm_tile<T>::compact) {
-        if (rows == MR) return micro_tile<T, MR, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act);
-        for (std::size_t r = 0; r < rows; ++r)
-            micro_tile<T, 1, V, AL, PackedB>(kc, a + r * a_row_stride<T, AL>(lda), lda, b, ldb, c + r * ldc, ldc, bias,
-                                             from_c, last, act);
+        if (rows == MR) {
+            micro_tile<T, MR, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c);
+        } else {
+            for (std::size_t r = 0; r < rows; ++r)
+                micro_tile<T, 1, V, AL, PackedB>(kc, a + r * a_row_stride<T, AL>(lda), lda, b, ldb, c + r * ldc, ldc,
+                                                 bias, from_c);
+        }
     } else {
-        ((rows == Rs + 1
-              ? (micro_tile<T, Rs + 1, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c, last, act), 0)
-              : 0),
+        ((rows == Rs + 1 ? (micro_tile<T, Rs + 1, V, AL, PackedB>(kc, a, lda, b, ldb, c, ldc, bias, from_c), 0) : 0),
          ...);
     }
+    if constexpr (!std::is_same_v<Act, identity_op>)
+        for (std::size_t r = 0; last && r < rows; ++r)
+            for (std::size_t v = 0; v < V; ++v)
+                simd::store(c + r * ldc + v * W, apply_vec<T>(act, simd::load(c + r * ldc + v * W)));
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
