@@ -77,9 +77,9 @@ template <std::size_t Threads = 1> void BM_ctformer_train(benchmark::State& st) 
     static const bool advised [[maybe_unused]] = bench::advise_huge(p, g, opt, ws, acts);
     init(p);
     for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = ct::token(i * 7 % V), tgt.storage[i] = ct::token(i * 11 % V);
-    ws.executor = bench::executor(Threads);
+    ws.executor = opt.executor = bench::executor(Threads);
     for (auto _ : st) {
-        ct::zero_grad(g);
+        ct::zero_grad(g, opt.executor);
         float loss = 0;
         (void)Model::forward_train(p, ws, acts, tok, tgt, loss);
         (void)Model::backward(p, acts, ws, g);

@@ -241,6 +241,7 @@ TEST_CASE("no heap allocation per call with a thread pool: layer, stack, GPT (tr
             S::fill_cross_cache(sp, sstep, scc, mem);
             ok = ok && S::step(sp, sstep, scache, scc, x1, y1, ct::causal{}).ok() && scache.truncate_all(0).ok();
             float loss = 0;
+            ct::zero_grad(mg, pool);
             ok = ok && M::forward_train(mp, mws, macts, tok, tar, loss, dc).ok() && M::backward(mp, macts, mws, mg).ok();
             ok = ok && adam.step(mp, mg).ok();
             mcache.reset();

@@ -92,7 +92,7 @@ template <class L, std::size_t B, std::size_t T, std::size_t S> void layer_case(
         REQUIRE(L::forward(p, ws, tgt, mem, out, ct::causal{}).ok());
         append(o, out);
         const ct::dropout_config dc{0.1f, -1, -1, 7, 8};
-        ct::zero_grad(g);
+        ct::zero_grad(g, ex);
         for (auto& v : d_tgt.storage) v = 0.f;
         for (auto& v : d_mem.storage) v = 0.f;
         REQUIRE(L::forward_train(p, ws, acts, tgt, mem, out, dc, ct::causal{}).ok());
@@ -198,7 +198,7 @@ template <class M> void gpt_case(const char* what) {
         tws.executor = ex, ws.executor = ex, gen.executor = ex, adam.executor = ex, sgd.executor = ex;
         for (int s = 0; s < 2; ++s) {
             float loss = 0;
-            ct::zero_grad(g);
+            ct::zero_grad(g, ex);
             REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
             REQUIRE(M::backward(p, acts, tws, g).ok());
             REQUIRE(adam.step(p, g).ok());

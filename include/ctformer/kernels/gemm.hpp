@@ -884,9 +884,12 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
            std::size_t(0), N);
 }
 
-// Column sums: acc: (N) += Σ_r x[r, :] (x: (rows, N) at ldx): a bias's gradient.
+// Column sums: acc: (N) += Σ_r x[r, :] (x: (rows, N) at ldx): a bias's gradient. Columns in
+// 16-wide blocks over the current executor: each column adds its rows in order, whatever the split.
 template <class T> inline void add_column_sums(T* acc, const T* x, std::size_t rows, std::size_t N, std::size_t ldx) {
-    for (std::size_t r = 0; r < rows; ++r) add_inplace(acc, x + r * ldx, N);
+    split_elements<16>(N, rows * N >= parallel_min_elems ? 0 : N + 1, [&](std::size_t c0, std::size_t c1) {
+        for (std::size_t r = 0; r < rows; ++r) add_inplace(acc + c0, x + r * ldx + c0, c1 - c0);
+    });
 }
 
 }  // namespace ctformer::kernels

@@ -306,10 +306,14 @@ template <class Cfg> struct attention {
                               const Drop& drop, const grad_scratch& s) {
         const std::size_t M = B * Tq;
         out_backward(p, g, ctx, dy, M, s);
-        for (std::size_t i = 0; i < M * qkv_ld; ++i) s.d_q[i] = T(0);
         const T scale = score_scale();
-        // (a key/value head's G query heads in one part, in order: they add into its dk, dv)
+        // (a key/value head's G query heads in one part, in order: they add into its dk, dv,
+        // which that part zeroes first, with its dq: the part that writes them)
         for_head_grads(B, KH, Tq, Tq, s, [&](std::size_t b, std::size_t kh, head_scratch<T> hs) {
+            T* const rows = s.d_q + b * Tq * qkv_ld;
+            zero_columns(rows + kh * G * Dh, Tq, G * Dh, qkv_ld);
+            zero_columns(rows + k_off + kh * Dh, Tq, Dh, qkv_ld);
+            zero_columns(rows + v_off + kh * Dh, Tq, Dh, qkv_ld);
             for (std::size_t h = kh * G; h < (kh + 1) * G; ++h) {
                 const std::size_t o = b * Tq * qkv_ld, oq = o + h * Dh, ok = o + k_off + kh * Dh, ov = o + v_off + kh * Dh,
                                   oc = b * Tq * D + h * Dh;
@@ -347,11 +351,12 @@ template <class Cfg> struct attention {
         auto& ga = g;
         const std::size_t M = B * Tq;
         out_backward(a, ga, ctx, dy, M, s);
-        for (std::size_t i = 0; i < M * D; ++i) s.d_q[i] = T(0);
-        for (std::size_t i = 0; i < B * S * kv_ld; ++i) s.d_kv[i] = T(0);
         const T scale = score_scale();
         for_head_grads(B, H, Tq, S, s, [&](std::size_t b, std::size_t h, head_scratch<T> hs) {
             const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
+            zero_columns(s.d_q + oq, Tq, Dh, D);
+            zero_columns(s.d_kv + okv, S, Dh, kv_ld);
+            zero_columns(s.d_kv + okv + D, S, Dh, kv_ld);
             const head_saved<T> f{{q + oq, D}, {kv_mem + okv, kv_ld}, {kv_mem + okv + D, kv_ld}, {ctx + oq, D},
                                   lse + (b * H + h) * Tq};
             const head_grads<T> hg{{s.d_q + oq, D}, {s.d_kv + okv, kv_ld}, {s.d_kv + okv + D, kv_ld}};
@@ -383,6 +388,11 @@ template <class Cfg> struct attention {
         for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, head_scratch<T>{s.kt, s.vt, s.tiles});
     }
 
+    // (rows, cols) at stride ld = 0: a head's gradient slices before its backward adds into them
+    static constexpr void zero_columns(T* x, std::size_t rows, std::size_t cols, std::size_t ld) {
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t c = 0; c < cols; ++c) x[r * ld + c] = T(0);
+    }
     // out_proj's backward: its grads (+=) and d_ctx = dy · W_o.
     static void out_backward(const Params& a, Params& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
         linear::backward(out_proj(a).weight, out_proj(ga).weight, 0, 1, ctx, M, dy, D, out_proj(ga).bias_data(), s.d_ctx,
