@@ -67,6 +67,7 @@ inline ctformer::executor_ref executor(std::size_t threads) {
 // starts every program with one (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=1). RAII: back to 1 after.
 #ifdef CTFORMER_HAVE_CBLAS
 extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);  // the kernels OpenBLAS chose for this CPU
 #endif
 #ifdef CTFORMER_HAVE_OPENMP
 extern "C" void omp_set_num_threads(int);
@@ -88,6 +89,9 @@ inline int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::AddCustomContext("blas", resolved_blas());
+#ifdef CTFORMER_HAVE_CBLAS
+    benchmark::AddCustomContext("blas_core", openblas_get_corename());
+#endif
 #ifdef CTFORMER_HAVE_ONEDNN
     const dnnl_version_t* v = dnnl_version();
     benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +

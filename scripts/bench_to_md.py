@@ -41,6 +41,7 @@ peak = layer.get("BM_peak_fma_probe", {}).get("GFLOP/s")
 # The BLAS libtorch resolved at run time (bench_main.hpp puts it in the context). Debian's
 # reference BLAS makes libtorch ~25x slower than it runs for its users: refuse to publish that.
 blas = ctx.get("blas", "unknown")
+blas_core = ctx.get("blas_core")  # OpenBLAS's kernels (bench_report may choose them: see there)
 has_torch = any(k.endswith("/libtorch") for k in layer)
 if has_torch and ("openblas" not in blas and "mkl" not in blas and "blis" not in blas):
     sys.exit("bench_to_md: libtorch resolved %s, not an optimized BLAS: install libopenblas0-pthread "
@@ -113,7 +114,10 @@ def thp_mode():
         return "unknown"
 p("Machine: %s (%s), %d CPUs at %s MHz; simd arch: the compiler's `-march=native`. Peak-FMA probe (same "
   "binary): **%.1f GFLOP/s** per core. libtorch's BLAS, resolved at run time: `%s`, one thread "
-  "(`OPENBLAS_NUM_THREADS=1`).\n" % (model, isa, ctx.get("num_cpus", 0), ctx.get("mhz_per_cpu", "?"), peak or 0, blas))
+  "(`OPENBLAS_NUM_THREADS=1`)%s.\n" % (model, isa, ctx.get("num_cpus", 0), ctx.get("mhz_per_cpu", "?"), peak or 0, blas,
+  "" if not blas_core else ", its kernels `%s`%s" % (blas_core, " (`OPENBLAS_CORETYPE`: this OpenBLAS does not "
+  "recognize this CPU and would run its SSE3 kernels; scripts/bench_report chooses the kernels of the widest "
+  "vectors the CPU has)" if os.environ.get("OPENBLAS_CORETYPE") else "")))
 p("Memory: ctformer's storage is placed as [the API docs](api.md#huge-pages) recommend, static, its objects "
   "of 2 MB and more aligned to 2 MB and advised transparent huge pages before their first write "
   "(`ct::advise_huge_pages`); the column *4 KB pages* is the same layer, same binary and run, in storage "
