@@ -388,7 +388,7 @@ template <class Cfg> struct attention {
         for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, head_scratch<T>{s.kt, s.vt, s.tiles});
     }
 
-    // (rows, cols) at stride ld = 0: a head's gradient slices before its backward adds into them
+    // x: (rows, cols) at stride ld, to zero: a head's gradient slices before its backward adds into them
     static constexpr void zero_columns(T* x, std::size_t rows, std::size_t cols, std::size_t ld) {
         for (std::size_t r = 0; r < rows; ++r)
             for (std::size_t c = 0; c < cols; ++c) x[r * ld + c] = T(0);
