@@ -608,13 +608,22 @@ inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t ld
 #define CTFORMER_PARALLEL_MIN_MACS (std::size_t(1) << 17)
 #endif
 inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
+// Weights (N x K elements) from which a GEMV (1..4 rows) splits: a GEMV streams its weights once,
+// bound by where they come from, so two cores halve it at a quarter of a product's threshold
+// (scripts/performance_notes.md, twentieth session: a small GPT's decoding step).
+#ifndef CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS
+#define CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS (CTFORMER_PARALLEL_MIN_MACS / 4)
+#endif
+inline constexpr std::size_t parallel_min_gemv_weights = CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS;
 
 // f(n0, ncols) for parts of whole panels of N columns on the current executor, one part per
-// thread; false (nothing done) where the product runs here alone. Each column is computed by the
-// same tile code whichever part holds it: results do not depend on the thread count.
-template <class T, class F> inline bool split_columns(std::size_t M, std::size_t N, std::size_t K, F&& f) {
+// thread, where the product has at least min_macs multiply-adds (M·N·K); false (nothing done) where
+// it runs here alone. Each column is computed by the same tile code whichever part holds it:
+// results do not depend on the thread count.
+template <class T, class F>
+inline bool split_columns(std::size_t M, std::size_t N, std::size_t K, F&& f, std::size_t min_macs = parallel_min_macs) {
     constexpr std::size_t NR = gemm_tile<T>::NR;
-    return M * N * K >= parallel_min_macs && split_parts((N + NR - 1) / NR, [&](std::size_t p0, std::size_t p1) {
+    return M * N * K >= min_macs && split_parts((N + NR - 1) / NR, [&](std::size_t p0, std::size_t p1) {
                f(p0 * NR, (p1 * NR < N ? p1 * NR : N) - p0 * NR);
            });
 }
@@ -634,7 +643,8 @@ inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, s
         gemv_rows_here(M, nc, K, a, lda, panel_source<B>::at(b, n0 / gemm_tile<T>::NR, K), c + n0, ldc,
                        bias ? bias + n0 : nullptr, act, accumulate);
     };
-    return split_columns<T>(M, N, K, part) || gemv_rows_here(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
+    return split_columns<T>(M, N, K, part, M * parallel_min_gemv_weights) ||
+           gemv_rows_here(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
 }
 template <class T, class B, class A, class Act>
 inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
