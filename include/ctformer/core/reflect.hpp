@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "executor.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
@@ -150,9 +151,13 @@ template <class P> constexpr bool all_dense() {
         });
     }
 }
-template <class P> void zero_params(P& p) {
+// Every element of every tensor to zero, each tensor in parts of ex where it is large enough.
+template <class P> void zero_params(P& p, executor_ref ex = {}) {
+    const executor_scope on(ex);
     zip_storage([](std::size_t n, auto* x) {
-        for (std::size_t i = 0; i < n; ++i) x[i] = 0;
+        split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+            for (std::size_t i = i0; i < i1; ++i) x[i] = 0;
+        });
     }, p);
 }
 

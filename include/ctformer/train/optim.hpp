@@ -28,14 +28,7 @@ namespace ctformer {
 
 // PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero, each tensor in
 // parts of ex (the optimizer's executor, say) where it is large enough.
-template <class P> void zero_grad(P& grads, executor_ref ex = {}) {
-    const executor_scope on(ex);
-    zip_storage([](std::size_t n, auto* x) {
-        split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
-            for (std::size_t i = i0; i < i1; ++i) x[i] = 0;
-        });
-    }, grads);
-}
+template <class P> void zero_grad(P& grads, executor_ref ex = {}) { zero_params(grads, ex); }
 
 // torch.nn.utils.clip_grad_norm_(grads, max_norm): the global L2 norm over every gradient; if it
 // exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6). Returns the norm before
