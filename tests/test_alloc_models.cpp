@@ -3,6 +3,7 @@
 // small). This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
 #define CTFORMER_PARALLEL_MIN_MACS 1
 #define CTFORMER_PARALLEL_MIN_ELEMS 1
+#define CTFORMER_PARALLEL_MIN_GRAD_ROWS 1
 #define CTFORMER_PARALLEL_ROW_BLOCK 2
 #include "alloc_counter.hpp"
 #ifndef CT_ALLOC_SANITIZED

@@ -1,9 +1,12 @@
 // Params are immutable and shared across threads: several threads run forward and step on one
 // Params object at the same time, each with its own Workspace and caches, and get exactly the
-// single-threaded results. .ci/run also builds this test with ThreadSanitizer.
+// single-threaded results; and a small training step handed a pool stays on the calling thread.
+// .ci/run also builds this test with ThreadSanitizer.
 #include <array>
 #include <cstring>
 #include <thread>
+
+#include <ctformer/core/thread_pool.hpp>
 
 #include "common.hpp"
 #include "reference.hpp"
@@ -61,4 +64,39 @@ TEST_CASE("threads: one shared Params, forward and step in parallel equal the se
             CHECK(std::memcmp(parallel[i].stepped.data(), serial[i].stepped.data(), sizeof serial[i].stepped) == 0);
         }
     }
+}
+
+TEST_CASE("threads: a training step over fewer rows than a weight gradient splits runs on the caller alone") {
+    // (B * T = 18 rows < CTFORMER_PARALLEL_MIN_GRAD_ROWS: its backward would not split, so its
+    // forward does not either; the inference forward of the same shape does)
+    struct counting {
+        ct::thread_pool pool{2};
+        std::size_t runs = 0;
+        std::size_t concurrency() const { return pool.concurrency(); }
+        void run(std::size_t n, ct::part_task task, void* ctx) { ++runs, pool.run(n, task, ctx); }
+    };
+    static_assert(B * T < ct::kernels::detail::parallel_min_grad_rows);
+    static counting ex;
+    static L::Grads g1, g2;
+    static L::TrainWorkspace<B, T, S> ws;
+    static L::Activations<B, T, S> acts;
+    static ct::Tensor<float, B, T, D> tgt, out1, out2, d_out, d_tgt1, d_tgt2;
+    static ct::Tensor<float, B, S, D> mem, d_mem1, d_mem2;
+    const L::Params& p = shared_params();
+    ref::randomize_tensor(tgt, 21), ref::randomize_tensor(mem, 22), ref::randomize_tensor(d_out, 23);
+    auto train = [&](L::Grads& g, ct::Tensor<float, B, T, D>& out, ct::Tensor<float, B, T, D>& d_tgt,
+                     ct::Tensor<float, B, S, D>& d_mem) {
+        REQUIRE(L::forward_train(p, ws, acts, tgt, mem, out, ct::dropout_config{}, ct::causal{}).ok());
+        REQUIRE(L::backward(p, acts, ws, d_out, g, d_tgt, d_mem, ct::causal{}).ok());
+    };
+    train(g1, out1, d_tgt1, d_mem1);
+    ws.executor = ex;
+    train(g2, out2, d_tgt2, d_mem2);
+    CHECK(ex.runs == 0);
+    CHECK(std::memcmp(out1.data(), out2.data(), sizeof out1) == 0);
+    CHECK(std::memcmp(d_tgt1.data(), d_tgt2.data(), sizeof d_tgt1) == 0);
+    CHECK(std::memcmp(d_mem1.data(), d_mem2.data(), sizeof d_mem1) == 0);
+    CHECK(std::memcmp(&g1, &g2, sizeof g1) == 0);
+    REQUIRE(L::forward(p, ws, tgt, mem, out2, ct::causal{}).ok());
+    CHECK(ex.runs > 0);
 }

@@ -160,17 +160,18 @@ template <class F> constexpr void for_each_row(std::size_t rows, std::size_t col
 }
 
 // For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
-// enclosing call's stays, so a stack's layers run on the stack's executor).
+// enclosing call's stays, so a stack's layers run on the stack's executor); with `alone`, the
+// calling thread runs alone, whatever ex or an enclosing call says.
 #if CTFORMER_THREADS
 class executor_scope {
     executor_ref saved_{};
     bool set_ = false;
 
   public:
-    constexpr explicit executor_scope(executor_ref ex) {
-        if (std::is_constant_evaluated() || !ex.parallel()) return;
+    constexpr explicit executor_scope(executor_ref ex, bool alone = false) {
+        if (std::is_constant_evaluated() || (!ex.parallel() && !alone)) return;
         saved_ = detail::current_executor_v;
-        detail::current_executor_v = ex;
+        detail::current_executor_v = alone ? executor_ref{} : ex;
         set_ = true;
     }
     executor_scope(const executor_scope&) = delete;
@@ -181,7 +182,7 @@ class executor_scope {
 };
 #else
 struct executor_scope {  // (no splits on bare metal: nothing to set)
-    constexpr explicit executor_scope(executor_ref) {}
+    constexpr explicit executor_scope(executor_ref, bool = false) {}
 };
 #endif
 

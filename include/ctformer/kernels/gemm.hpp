@@ -615,6 +615,14 @@ inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
 #define CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS (CTFORMER_PARALLEL_MIN_MACS / 4)
 #endif
 inline constexpr std::size_t parallel_min_gemv_weights = CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS;
+// Batch rows (a weight gradient's inner dimension) below which a weight gradient stays on the
+// calling thread: each gradient element then takes few multiply-adds against the rows of X and dY
+// that another core's part has to fetch (the tiny layer's training step lost 35% on two threads:
+// scripts/performance_notes.md, twenty-first session).
+#ifndef CTFORMER_PARALLEL_MIN_GRAD_ROWS
+#define CTFORMER_PARALLEL_MIN_GRAD_ROWS 64
+#endif
+inline constexpr std::size_t parallel_min_grad_rows = CTFORMER_PARALLEL_MIN_GRAD_ROWS;
 
 // f(n0, ncols) for parts of whole panels of N columns on the current executor, one part per
 // thread, where the product has at least min_macs multiply-adds (M·N·K); false (nothing done) where
@@ -852,7 +860,8 @@ inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T*
         tn(m1 - m0, N, K, a + m0, lda, b, ldb, c_panels + m0 * gemm_tile<T>::NR, M, static_cast<const T*>(nullptr),
            identity_op{}, +task_pack, true, std::size_t(0), N);
     };
-    if (M * N * K < detail::parallel_min_macs || !split_parts((M + step - 1) / step, part))
+    if (M * N * K < detail::parallel_min_macs || K < detail::parallel_min_grad_rows ||
+        !split_parts((M + step - 1) / step, part))
         tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, pack, true,
            std::size_t(0), N);
 }

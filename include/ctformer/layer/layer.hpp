@@ -297,7 +297,7 @@ template <class Cfg> struct Layer {
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
-        const executor_scope on(ws.executor);
+        const executor_scope on(ws.executor, !std::is_same_v<Acts, void> && train_alone(B * Tq));
         const std::size_t M = B * Tq;
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
@@ -369,6 +369,11 @@ template <class Cfg> struct Layer {
             });
         }
     }
+
+    // A training call over fewer rows than a weight gradient splits (kernels/gemm.hpp) runs on the
+    // calling thread alone: its backward would run there anyway, reading back on one core what the
+    // forward's parts wrote on two (the tiny layer's training step ran at 0.63x on two threads).
+    static constexpr bool train_alone(std::size_t rows) { return rows < kernels::detail::parallel_min_grad_rows; }
 
     // ---- Row regions ----
     // Where the layer's weights are small enough that each core keeps its own copy in cache, a
@@ -445,8 +450,8 @@ template <class Cfg> struct Layer {
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
     static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
                               const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
-        const executor_scope on(ws.executor);
         constexpr std::size_t M = B * Tq;
+        const executor_scope on(ws.executor, train_alone(M));
         T* const grad = ws.grad;
         copy_rows(d_out, grad, M);
         const typename Attn::grad_scratch sc{ws.qkv(), nullptr, ws.ctx(), ws.kt, ws.vt, ws.tiles, ws.train_pack()},
