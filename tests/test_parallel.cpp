@@ -3,9 +3,9 @@
 // results — forward, backward, the decoding step, the cross cache's fill, the GPT's training step
 // (optimizers included) and generation, Llama with quantized weights (weight-only and int8 activations) and bf16 caches.
 // Every product and elementwise pass is split here, however small (CTFORMER_PARALLEL_MIN_MACS 1,
-// _MIN_GRAD_ROWS 1, _MIN_ELEMS 1, passes over rows in blocks of 2), so the split paths run on these shapes: partial
-// panels, row groups, (batch, head) pairs, norms' and embeddings' column blocks, residual, activation,
-// dropout and loss rows. .ci/run also builds this test with ThreadSanitizer.
+// _MIN_GRAD_ROWS 1, _MIN_ELEMS 1, passes over rows in blocks of 2), so the split paths run on
+// these shapes: partial panels, row groups, (batch, head) pairs, norms' and embeddings' column
+// blocks, residual, activation, dropout and loss rows. .ci/run also builds this test with ThreadSanitizer.
 #define CTFORMER_PARALLEL_MIN_MACS 1
 #define CTFORMER_PARALLEL_MIN_ELEMS 1
 #define CTFORMER_PARALLEL_MIN_GRAD_ROWS 1

@@ -617,8 +617,7 @@ inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
 inline constexpr std::size_t parallel_min_gemv_weights = CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS;
 // Batch rows (a weight gradient's inner dimension) below which a weight gradient stays on the
 // calling thread: each gradient element then takes few multiply-adds against the rows of X and dY
-// that another core's part has to fetch (the tiny layer's training step lost 35% on two threads:
-// scripts/performance_notes.md, twenty-first session).
+// that another core's part has to fetch (scripts/performance_notes.md, twenty-first session).
 #ifndef CTFORMER_PARALLEL_MIN_GRAD_ROWS
 #define CTFORMER_PARALLEL_MIN_GRAD_ROWS 64
 #endif

@@ -372,7 +372,7 @@ template <class Cfg> struct Layer {
 
     // A training call over fewer rows than a weight gradient splits (kernels/gemm.hpp) runs on the
     // calling thread alone: its backward would run there anyway, reading back on one core what the
-    // forward's parts wrote on two (the tiny layer's training step ran at 0.63x on two threads).
+    // forward's parts wrote on two.
     static constexpr bool train_alone(std::size_t rows) { return rows < kernels::detail::parallel_min_grad_rows; }
 
     // ---- Row regions ----
