@@ -479,8 +479,9 @@ if thread_rows:
       "runs and interleaved with the 1-thread ones: the GEMMs and GEMVs split over weight panels (the decoding "
       "step: each thread streams its half of the weights), attention over (batch, head) pairs, weight gradients "
       "over rows of the gradient (from 64 batch rows: a layer's training calls over fewer rows run on the calling "
-      "thread alone), the optimizer over each tensor; a layer whose weights fit 512 KB (tiny) runs its row-local "
-      "work between the heads as three regions over row parts instead (docs/threads.md). Results are bit-identical to one thread "
+      "thread alone), the optimizer over each tensor; a layer whose weights fit 8 MB and whose row parts' scratch fits "
+      "their stack (every shape here but base and llama) runs its row-local work between the heads as three "
+      "regions over row parts instead (docs/threads.md). Results are bit-identical to one thread "
       "(`tests/test_parallel.cpp`). %s\n" % (
           "A fork-join of the pool costs %.2f µs by itself (`BM_fork_join`: two empty parts, both threads awake)."
           % us(fork) if fork else ""))

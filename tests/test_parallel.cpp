@@ -10,6 +10,9 @@
 #define CTFORMER_PARALLEL_MIN_ELEMS 1
 #define CTFORMER_PARALLEL_MIN_GRAD_ROWS 1
 #define CTFORMER_PARALLEL_ROW_BLOCK 2
+// Layers with weights up to 512 KB run their row stages in row parts; the 200-row block (590 KB)
+// takes the path where each product splits its columns.
+#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(512) * 1024)
 #include <cstring>
 #include <vector>
 

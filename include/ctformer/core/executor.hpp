@@ -136,9 +136,10 @@ inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
 #endif
 
 // Bytes of weights up to which a layer's row-local work runs in row parts (layer.hpp, "row
-// regions"): each core then reads every weight, so they should fit its own cache.
+// regions"): each core then reads every weight, from its cache or the one they share, where
+// splitting each product's columns hands every row's activations between the cores.
 #ifndef CTFORMER_PARALLEL_ROW_WEIGHT_BYTES
-#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(512) * 1024)
+#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(8) << 20)
 #endif
 inline constexpr std::size_t parallel_row_weight_bytes = CTFORMER_PARALLEL_ROW_WEIGHT_BYTES;
 // Rows per block of those row parts: small (a part's share evens out over a few dozen rows), and

@@ -376,13 +376,13 @@ template <class Cfg> struct Layer {
     static constexpr bool train_alone(std::size_t rows) { return rows < kernels::detail::parallel_min_grad_rows; }
 
     // ---- Row regions ----
-    // Where the layer's weights are small enough that each core keeps its own copy in cache, a
-    // forward runs each row stage as one parallel region over parts of the rows
-    // (in chunks of part_rows, with their own scratch on the part's stack): a row's activations
-    // then stay on one core from a stage's first product to its last, where per-product column
-    // splits moved them between cores once per product (the tiny layer's cost: scripts/
-    // performance_notes.md). Otherwise a stage runs over all rows at once and each product
-    // splits its columns. Rows give the same bits however they are grouped (the GEMM computes
+    // Where the layer's weights are a few MB at most (parallel_row_weight_bytes) and a part's
+    // scratch fits its stack, a forward runs each row stage as one parallel region over parts of
+    // the rows (in chunks of part_rows, with their own scratch on the part's stack): a row's
+    // activations then stay on one core from a stage's first product to its last, where
+    // per-product column splits moved them between cores once per product, and each core reads
+    // every weight instead (scripts/performance_notes.md). Otherwise a stage runs over all rows
+    // at once and each product splits its columns. Rows give the same bits however they are grouped (the GEMM computes
     // each output element alone: kernels/gemm.hpp).
     struct row_scratch {
         T* pack;    // the GEMMs' packing scratch
