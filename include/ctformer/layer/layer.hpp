@@ -382,8 +382,8 @@ template <class Cfg> struct Layer {
     // activations then stay on one core from a stage's first product to its last, where
     // per-product column splits moved them between cores once per product, and each core reads
     // every weight instead (scripts/performance_notes.md). Otherwise a stage runs over all rows
-    // at once and each product splits its columns. Rows give the same bits however they are grouped (the GEMM computes
-    // each output element alone: kernels/gemm.hpp).
+    // at once and each product splits its columns. Rows give the same bits however they are
+    // grouped (the GEMM computes each output element alone: kernels/gemm.hpp).
     struct row_scratch {
         T* pack;    // the GEMMs' packing scratch
         T* hidden;  // the FFN's hidden rows of the stage's first row on (at FFN::ldh)
