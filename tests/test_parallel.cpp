@@ -173,6 +173,11 @@ TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200
         REQUIRE(L::backward(p, acts, ws, dy, g, dx, ct::causal{}).ok());
         append(o, dx), append_params(o, g);
     });
+    // its weights (590 KB) exceed this file's row-region bound: one region per product, not three a layer
+    counting_pool pool(2);
+    ws.executor = pool;
+    REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
+    CHECK(pool.runs > 3);
 }
 
 namespace {
