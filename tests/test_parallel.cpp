@@ -61,11 +61,11 @@ template <class F> void same_for_every_thread_count(const char* what, F&& run) {
         counting_pool pool(threads);
         bytes got;
         run(ct::executor_ref(pool), got);
-        INFO(what << " with " << threads << " threads: " << pool.runs << " parallel regions, " << pool.parts << " parts");
+        INFO(std::string(what) << " with " << threads << " threads: " << pool.runs << " parallel regions, " << pool.parts << " parts");
         CHECK((threads == 1) == (pool.runs == 0));
         std::size_t first = 0;
         while (first < want.size() && first < got.size() && want[first] == got[first]) ++first;
-        INFO(what << " with " << threads << " threads: " << got.size() << " bytes against " << want.size()
+        INFO(std::string(what) << " with " << threads << " threads: " << got.size() << " bytes against " << want.size()
                   << ", first difference at byte " << first);
         CHECK(got == want);
     }
@@ -178,6 +178,60 @@ TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200
     ws.executor = pool;
     REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
     CHECK(pool.runs > 3);
+}
+
+TEST_CASE("parallel: attention heads cut into parts of their query rows (heads that do not share evenly)") {
+    // One query head per part where the heads divide among the threads; else each head's rows in
+    // 2 parts per thread, of whole row blocks, the first paired with the last (a causal mask's
+    // later rows cost more)
+    using A = ct::modules::attention<ct::DecoderOnlyBlock<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<48>>::config>;
+    constexpr std::size_t R = ct::attention_row_block;
+    CHECK(A::head_cuts(6, 10 * R, 2) == 1);
+    CHECK(A::head_cuts(3, 10 * R, 2) == 4);
+    CHECK(A::head_cuts(3, 10 * R, 7) == 10);  // (no more parts than row blocks)
+    CHECK(A::head_cuts(1, R, 2) == 1);
+    for (std::size_t c : {1u, 2u, 4u, 5u, 10u}) {
+        std::vector<int> seen(10 * R);
+        std::size_t cost[2] = {0, 0};  // a row's keys under a causal mask, by part of c / 2 cuts
+        for (std::size_t j = 0; j < c; ++j) {
+            const ct::query_rows q = A::head_rows(j, c, 10 * R - 3);
+            CHECK(q.i0 % R == 0);
+            for (std::size_t i = q.i0; i < q.i1 && i < 10 * R - 3; ++i) ++seen[i], cost[j < c / 2 ? 0 : 1] += i + 1;
+        }
+        for (std::size_t i = 0; i < 10 * R - 3; ++i) CHECK(seen[i] == 1);
+        if (c % 4 == 0) CHECK(double(cost[0]) / double(cost[1]) > 0.8);  // (1/3 without the pairing)
+    }
+}
+
+TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-row training step and prefill") {
+    // 3 heads on 2 or 7 threads: the heads' rows are cut (above); the prompt's 40 keys are stored
+    // in the cache by (batch row, key/value head) before any head reads them
+    using M = ct::Llama<29, 48, 2, ct::d_model<24>, ct::heads<3>, ct::kv_heads<1>, ct::ffn_dim<40>>;
+    static M::Params p;
+    static M::Grads g;
+    static M::TrainWorkspace<1, 40> tws;
+    static M::Activations<1, 40> acts;
+    static M::GenerateWorkspace<4> gen;
+    static M::KVCache<1, M::context> cache;
+    static ct::Tensor<ct::token, 1, 40> tok, tar;
+    ref::randomize(p, 21);
+    for (std::size_t i = 0; i < tok.size; ++i)
+        tok.storage[i] = static_cast<ct::token>(i * 11 % 29), tar.storage[i] = static_cast<ct::token>((i * 3 + 2) % 29);
+    same_for_every_thread_count("MQA Llama", [&](ct::executor_ref ex, bytes& o) {
+        tws.executor = ex, gen.executor = ex;
+        float loss = 0;
+        ct::zero_grad(g, ex);
+        REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
+        REQUIRE(M::backward(p, acts, tws, g).ok());
+        o.insert(o.end(), reinterpret_cast<unsigned char*>(&loss), reinterpret_cast<unsigned char*>(&loss) + 4);
+        append_params(o, g);
+        cache.reset();
+        REQUIRE(M::generate(p, gen, cache, tok.data(), 40, 8, ct::sampling{.temperature = 0.8f, .top_k = 4, .seed = 9},
+                            [&](ct::token t) {
+                                o.insert(o.end(), reinterpret_cast<unsigned char*>(&t), reinterpret_cast<unsigned char*>(&t) + sizeof t);
+                                return true;
+                            }).ok());
+    });
 }
 
 namespace {

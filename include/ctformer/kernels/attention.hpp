@@ -212,23 +212,33 @@ constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t 
     if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
 }
 
-// One head's attention, q: (Tq, Dh), keys k (S of them), v: (S, Dh) -> out: (Tq, Dh) (and lse):
-// attend_head, or attend_query for one query row over transposed keys (a decoding step). The
-// views are unpacked here, at the boundary: the bodies index plain pointers. A bf16 cache (E not
-// T) is read by attend_query, row by row: it widens each vector as it loads it.
+// Query rows [i0, i1) of a head's Tq (i0 a multiple of attention_row_block): the rows keep the
+// blocks the whole head forms, so a head split into such ranges gives the bits it gives whole.
+struct query_rows {
+    std::size_t i0 = 0, i1 = std::size_t(-1);
+};
+
+// One head's attention, q: (Tq, Dh), keys k (S of them), v: (S, Dh) -> out: (Tq, Dh) (and lse),
+// for the query rows in `part` (all by default): attend_head, or attend_query for one query row
+// over transposed keys (a decoding step). The views are unpacked here, at the boundary: the bodies
+// index plain pointers. A bf16 cache (E not T) is read by attend_query, row by row: it widens each
+// vector as it loads it.
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<E> k, strided<const E> v,
                       strided<T> out, T* scores, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
-                      const Drop& drop, dropout_site site, T* lse = nullptr) {
+                      const Drop& drop, dropout_site site, T* lse = nullptr, query_rows part = {}) {
+    const std::size_t i0 = part.i0, i1 = part.i1 < Tq ? part.i1 : Tq;
+    if (i0 >= i1) return;
     if constexpr (!std::is_same_v<E, T>) {
-        for (std::size_t i = 0; i < Tq; ++i)
+        for (std::size_t i = i0; i < i1; ++i)
             attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, attention_row_block * attention_key_tile,
                              scale, mask, hr, qpos0 + i, drop, site, lse ? lse + i : nullptr);
-    } else if (Tq == 1 && k.transposed)
+    } else if (Tq == 1 && k.transposed)  // (the whole head's row count chooses the path, not the part's)
         attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, attention_row_block * attention_key_tile, scale,
                          mask, hr, qpos0, drop, site, lse);
     else
-        attend_head(Tq, S, Dh, q.p, q.ld, k, v.p, v.ld, out.p, out.ld, scores, scale, mask, hr, qpos0, drop, site, lse);
+        attend_head(i1 - i0, S, Dh, q.row(i0), q.ld, k, v.p, v.ld, out.row(i0), out.ld, scores, scale, mask, hr,
+                    qpos0 + i0, drop, site, lse ? lse + i0 : nullptr);
 }
 
 // Scratch of attend_head_backward, in elements: two (row block x key tile) tiles.

@@ -115,8 +115,9 @@ template <class Cfg> struct attention {
         std::size_t qpos0;  // absolute position of the first query row
     };
     // Forward, self-attention: keys of the Tq rows themselves.
-    // (Sources of self-attention are called once per key/value head kh, and say where batch row
-    // b's rows start (first_pos) and how many are fed, for RoPE.)
+    // (Sources of self-attention give key/value head kh's view to each of its query heads, and
+    // say where batch row b's rows start (first_pos) and how many are fed, for RoPE; a source with
+    // a cache stores the new rows first, once per (b, kh).)
     struct transient_self {
         std::size_t Tq;
         constexpr kv_view<> operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
@@ -148,9 +149,11 @@ template <class Cfg> struct attention {
         Cache& cache;
         const std::array<std::size_t, Cache::batch>& pos0;
         const std::array<std::size_t, Cache::batch>& count;
-        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t kh, const T* k, const T* v,
-                                                                   std::size_t ld) const {
+        constexpr void store(std::size_t b, std::size_t kh, const T* k, const T* v, std::size_t ld) const {
             for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, kh, pos0[b] + i, k + i * ld, v + i * ld);
+        }
+        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t kh, const T*, const T*,
+                                                                   std::size_t) const {
             return {{cache.keys_t(b, kh), Cache::capacity, true}, {cache.values(b, kh), Dh}, pos0[b] + count[b],
                     count[b], pos0[b]};
         }
@@ -224,31 +227,73 @@ template <class Cfg> struct attention {
     static constexpr void self_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                      const Drop& drop) {
         const T scale = score_scale();
-        for_heads(B, KH, G * Tq * src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t kh, T* scores) {
-            const T* base = bf.qkv + b * Tq * qkv_ld;
-            const auto kv = src(b, kh, base + k_off + kh * Dh, base + v_off + kh * Dh, qkv_ld);
-            for (std::size_t h = kh * G; h < (kh + 1) * G; ++h)
-                attend<Dh>(kv.rows, kv.keys, strided<const T>{base + h * Dh, qkv_ld}, kv.k, kv.v,
-                           strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0,
-                           drop, dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+        const auto row = [&](std::size_t b) { return bf.qkv + b * Tq * qkv_ld; };
+        const auto store = [&](std::size_t b, std::size_t kh) {  // (a cache's new rows: every query head reads them)
+            if constexpr (requires { src.store(b, kh, row(b), row(b), qkv_ld); })
+                src.store(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
+        };
+        for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, store, [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
+            const std::size_t kh = h / G;
+            const auto kv = src(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
+            attend<Dh>(kv.rows, kv.keys, strided<const T>{row(b) + h * Dh, qkv_ld}, kv.k, kv.v,
+                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
+                       dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part);
         });
     }
-    // f(b, h, scores) for every batch row b and (key/value) head h < heads: split over the current
-    // executor where the work (scores per pair: query rows x keys) pays a fork-join, each part with
-    // its own score tile (on its thread's stack); else here, with the workspace's. A score costs
-    // its 2·Dh multiply-adds and about score_macs more (the softmax, masking, the query block's
-    // transposition: the tiny layer's heads take what a GEMM does in ~110 multiply-adds a score).
+    // f(b, h, rows, scores) for every batch row b and query head h < heads, over parts of its Tq
+    // query rows, after store(b, g) for the group g of Gs heads that h is in: split over the current
+    // executor where the work (query rows x keys a head) pays a fork-join, each part with its own
+    // score tile (on its thread's stack); else here, whole heads, with the workspace's. A group's
+    // store runs in the part that runs the whole group (its lines stay on that core), else before
+    // all heads. A score costs its 2·Dh multiply-adds and about score_macs more (the softmax,
+    // masking, the query block's transposition: the tiny layer's heads take what a GEMM does in
+    // ~110 multiply-adds a score).
     static constexpr std::size_t score_macs = 128;
-    template <class F>
-    static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t work, T* scores, F&& f) {
+    template <std::size_t Gs, class S, class F>
+    static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t keys, T* scores,
+                                    const S& store, F&& f) {
         const std::size_t n = B * heads;
-        if (!std::is_constant_evaluated() && n * work * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs &&
-            split_parts(n, [&](std::size_t i0, std::size_t i1) {
-                alignas(64) T tile[score_elems];
-                for (std::size_t i = i0; i < i1; ++i) f(i / heads, i % heads, tile);
-            }))
-            return;
-        for (std::size_t i = 0; i < n; ++i) f(i / heads, i % heads, scores);
+        const auto run = [&](std::size_t u0, std::size_t u1, std::size_t c, bool stores, T* tile) {
+            for (std::size_t u = u0; u < u1; ++u) {
+                const std::size_t b = u / c / heads, h = u / c % heads;
+                if (stores && h % Gs == 0 && u % c == 0) store(b, h / Gs);
+                f(b, h, head_rows(u % c, c, Tq), tile);
+            }
+        };
+        bool stored = false;
+        if (!std::is_constant_evaluated() && n * Tq * keys * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs) {
+            const std::size_t P = current_executor().concurrency(), c = head_cuts(n, Tq, P);
+            const std::size_t parts = P < n * c ? P : n * c;
+            bool whole = c == 1;  // every group in one part
+            for (std::size_t i = 1; i < parts; ++i) whole = whole && part_begin(n, parts, i) % Gs == 0;
+            if (!whole) {
+                const auto store_all = [&](std::size_t i0, std::size_t i1) {
+                    for (std::size_t i = i0; i < i1; ++i) store(i / (heads / Gs), i % (heads / Gs));
+                };
+                const bool split = n / Gs * Tq * 2 * Dh >= parallel_min_elems;
+                if (!split || !split_parts(n / Gs, store_all)) store_all(0, n / Gs);
+                stored = true;
+            }
+            if (split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
+                    alignas(64) T tile[score_elems];
+                    run(u0, u1, c, !stored, tile);
+                }))
+                return;
+        }
+        run(0, n, 1, !stored, scores);
+    }
+    // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
+    // heads on 2; one head of a multi-query cache on any): 2 per thread, of whole row blocks.
+    static constexpr std::size_t head_cuts(std::size_t n, std::size_t Tq, std::size_t P) {
+        const std::size_t blocks = (Tq + attention_row_block - 1) / attention_row_block;
+        return n % P == 0 ? 1 : (2 * P < blocks ? 2 * P : blocks);
+    }
+    // Part j of c of a head's Tq rows: the first with the last, the second with the one before it,
+    // ... (under a causal mask a later row sees more keys: each pair costs about the same)
+    static constexpr query_rows head_rows(std::size_t j, std::size_t c, std::size_t Tq) {
+        const std::size_t blocks = (Tq + attention_row_block - 1) / attention_row_block;
+        const std::size_t k = j % 2 == 0 ? j / 2 : c - 1 - j / 2;
+        return {k * blocks / c * attention_row_block, (k + 1) * blocks / c * attention_row_block};
     }
 
     // Cross-attention's queries of rows [r0, r1): q rows = x rows · Wqᵀ + bq (Wq: the first D rows
@@ -261,11 +306,12 @@ template <class Cfg> struct attention {
     static constexpr void cross_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                       const Drop& drop) {
         const T scale = score_scale();
-        for_heads(B, H, Tq * src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t h, T* scores) {
+        for_heads<1>(B, H, Tq, src.keys(B - 1), bf.scores, [](std::size_t, std::size_t) {},
+                     [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
             const auto kv = src(b, h);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
                        strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr);
+                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part);
         });
     }
 
