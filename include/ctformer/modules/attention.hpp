@@ -228,18 +228,23 @@ template <class Cfg> struct attention {
                                      const Drop& drop) {
         const T scale = score_scale();
         const auto row = [&](std::size_t b) { return bf.qkv + b * Tq * qkv_ld; };
-        const auto store = [&](std::size_t b, std::size_t kh) {  // (a cache's new rows: every query head reads them)
-            if constexpr (requires { src.store(b, kh, row(b), row(b), qkv_ld); })
-                src.store(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
-        };
-        for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, store, [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
+        const auto head = [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
             const std::size_t kh = h / G;
             const auto kv = src(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{row(b) + h * Dh, qkv_ld}, kv.k, kv.v,
                        strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
                        dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part);
-        });
+        };
+        if constexpr (requires { src.store(0, 0, row(0), row(0), qkv_ld); })  // a cache's new rows: all G heads read them
+            for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, head, [&](std::size_t b, std::size_t kh) {
+                src.store(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
+            });
+        else
+            for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, head);
     }
+    struct no_store {
+        constexpr void operator()(std::size_t, std::size_t) const {}
+    };
     // f(b, h, rows, scores) for every batch row b and query head h < heads, over parts of its Tq
     // query rows, after store(b, g) for the group g of Gs heads that h is in: split over the current
     // executor where the work (query rows x keys a head) pays a fork-join, each part with its own
@@ -249,9 +254,9 @@ template <class Cfg> struct attention {
     // masking, the query block's transposition: the tiny layer's heads take what a GEMM does in
     // ~110 multiply-adds a score).
     static constexpr std::size_t score_macs = 128;
-    template <std::size_t Gs, class S, class F>
+    template <std::size_t Gs, class F, class S = no_store>
     static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t keys, T* scores,
-                                    const S& store, F&& f) {
+                                    const F& f, const S& store = {}) {
         const std::size_t n = B * heads;
         const auto run = [&](std::size_t u0, std::size_t u1, std::size_t c, bool stores, T* tile) {
             for (std::size_t u = u0; u < u1; ++u) {
@@ -266,7 +271,7 @@ template <class Cfg> struct attention {
             const std::size_t parts = P < n * c ? P : n * c;
             bool whole = c == 1;  // every group in one part
             for (std::size_t i = 1; i < parts; ++i) whole = whole && part_begin(n, parts, i) % Gs == 0;
-            if (!whole) {
+            if (!std::is_same_v<S, no_store> && !whole) {
                 const auto store_all = [&](std::size_t i0, std::size_t i1) {
                     for (std::size_t i = i0; i < i1; ++i) store(i / (heads / Gs), i % (heads / Gs));
                 };
@@ -283,7 +288,7 @@ template <class Cfg> struct attention {
         run(0, n, 1, !stored, scores);
     }
     // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
-    // heads on 2; one head of a multi-query cache on any): 2 per thread, of whole row blocks.
+    // heads on 2, 3 heads on 7, one on any): 2 per thread, of whole row blocks.
     static constexpr std::size_t head_cuts(std::size_t n, std::size_t Tq, std::size_t P) {
         const std::size_t blocks = (Tq + attention_row_block - 1) / attention_row_block;
         return n % P == 0 ? 1 : (2 * P < blocks ? 2 * P : blocks);
@@ -306,8 +311,7 @@ template <class Cfg> struct attention {
     static constexpr void cross_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                       const Drop& drop) {
         const T scale = score_scale();
-        for_heads<1>(B, H, Tq, src.keys(B - 1), bf.scores, [](std::size_t, std::size_t) {},
-                     [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
+        for_heads<1>(B, H, Tq, src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
             const auto kv = src(b, h);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
                        strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
