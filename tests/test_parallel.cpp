@@ -204,14 +204,15 @@ TEST_CASE("parallel: attention heads cut into parts of their query rows (heads t
 }
 
 TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-row training step and prefill") {
-    // 3 heads on 2 or 7 threads: the heads' rows are cut (above); the prompt's 40 keys are stored
-    // in the cache by (batch row, key/value head) before any head reads them
+    // 3 heads on 2 or 7 threads: the heads' rows are cut (above), in the training forward and in
+    // the prompt's one 40-row prefill step over the cache; the prompt's 40 keys are stored in the
+    // cache by (batch row, key/value head) before any head reads them
     using M = ct::Llama<29, 48, 2, ct::d_model<24>, ct::heads<3>, ct::kv_heads<1>, ct::ffn_dim<40>>;
     static M::Params p;
     static M::Grads g;
     static M::TrainWorkspace<1, 40> tws;
     static M::Activations<1, 40> acts;
-    static M::GenerateWorkspace<4> gen;
+    static M::GenerateWorkspace<40> gen;
     static M::KVCache<1, M::context> cache;
     static ct::Tensor<ct::token, 1, 40> tok, tar;
     ref::randomize(p, 21);
@@ -225,6 +226,10 @@ TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-r
         REQUIRE(M::backward(p, acts, tws, g).ok());
         o.insert(o.end(), reinterpret_cast<unsigned char*>(&loss), reinterpret_cast<unsigned char*>(&loss) + 4);
         append_params(o, g);
+        cache.reset();  // (filled with another prompt's keys first, on one thread: a store skipped would read those)
+        gen.executor = {};
+        REQUIRE(M::generate(p, gen, cache, tar.data(), 40, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
+        gen.executor = ex;
         cache.reset();
         REQUIRE(M::generate(p, gen, cache, tok.data(), 40, 8, ct::sampling{.temperature = 0.8f, .top_k = 4, .seed = 9},
                             [&](ct::token t) {
