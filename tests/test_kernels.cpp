@@ -446,7 +446,8 @@ struct test_key_mask : ct::mask_base {
     }
 };
 template <std::size_t Dh, class T> void check_attend_query() {
-    for (std::size_t S : {1u, 7u, 9u, 16u, 33u, 70u})
+    // (1100 and 2600 keys: 2 and 5 key spans, merged)
+    for (std::size_t S : {1u, 7u, 9u, 16u, 33u, 70u, 1100u, 2600u})
         for (std::size_t pad : {0u, 3u})
             for (std::size_t tile : {7u, 1024u})
                 for (long shift : {0L, -1L, -100L}) {
@@ -485,6 +486,22 @@ template <std::size_t Dh, class T> void check_attend_query() {
                                     ct::dropout_site::self_attn_weights);
                     CHECK_CLOSE("attend_query vs attend_head, Dh " << Dh << " S " << S, got.data(), head.data(), Dh,
                                 kernel_tol<T>);
+                    // its key spans one at a time (in any order: as threads finish), then merged: the same bits
+                    std::vector<T> states(ct::query_spans_max * ct::query_span_elems(Dh), T(9)), split(Dh, T(7));
+                    T lse_whole = 0, lse_split = 1;
+                    ct::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, got.data(), scores.data(), tile,
+                                         scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights, &lse_whole);
+                    for (std::size_t j = ct::query_spans_max; j-- > 0;)
+                        ct::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, split.data(), scores.data(), tile,
+                                             scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                             ct::dropout_site::self_attn_weights, static_cast<T*>(nullptr), ct::key_spans<T>{states.data(), j});
+                    ct::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, split.data(), scores.data(), tile,
+                                         scale, mask, ct::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights, &lse_split, ct::key_spans<T>{states.data()});
+                    INFO("attend_query by key spans, Dh " << Dh << " S " << S << " tile " << tile << " shift " << shift);
+                    CHECK(std::memcmp(split.data(), got.data(), Dh * sizeof(T)) == 0);
+                    CHECK(std::memcmp(&lse_split, &lse_whole, sizeof(T)) == 0);
                 }
 }
 }  // namespace

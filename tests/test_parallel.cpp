@@ -125,6 +125,11 @@ TEST_CASE("parallel: decoder layer (post-norm, cross-attention): forward, backwa
     layer_case<ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>, 2, 10, 7>("post-norm D 32");
 }
 
+TEST_CASE("parallel: a step's cross-attention heads by key spans (3 heads over a 1100-row memory)") {
+    // 3 heads on 2 or 7 threads: each head's 1100 keys in 2 spans, merged in order (kernels/attention.hpp)
+    layer_case<ct::DecoderLayer<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<40>>, 1, 4, 1100>("cross key spans");
+}
+
 TEST_CASE("parallel: a small layer's forward runs its row-local work in three row regions") {
     // (weights of 33 KB: each core keeps a copy; the stages between the heads run over row parts)
     using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
@@ -237,6 +242,41 @@ TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-r
                                 return true;
                             }).ok());
     });
+}
+
+namespace {
+// 3 heads on 2 or 7 threads: a step's heads over 1100 and more cached keys run by spans of their
+// keys; the step's key is stored before any span reads it (a cache holding another prompt's keys)
+template <class... O> void key_spans_case(const char* what) {
+    using M = ct::Llama<29, 1300, 1, ct::d_model<24>, ct::heads<3>, ct::kv_heads<1>, ct::ffn_dim<40>, O...>;
+    static typename M::Params p;
+    static typename M::template GenerateWorkspace<64> gen;
+    static typename M::template KVCache<1, M::context> cache;
+    static typename M::template StepWorkspace<1, 1> sws;
+    static ct::Tensor<ct::token, 1, 1> tok;
+    static ct::Tensor<float, 1, 1, 29> logits;
+    static ct::token prompt[1200], other[1200];
+    ref::randomize(p, 23);
+    for (std::size_t i = 0; i < 1200; ++i)
+        prompt[i] = static_cast<ct::token>(i * 13 % 29), other[i] = static_cast<ct::token>(i * 5 % 29);
+    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+        cache.reset();
+        REQUIRE(M::generate(p, gen, cache, other, 1200, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
+        cache.reset();
+        REQUIRE(M::generate(p, gen, cache, prompt, 1100, 0, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
+        sws.executor = ex;  // (the prompt on one thread: the steps below are what is compared)
+        for (std::size_t i = 1100; i < 1110; ++i) {
+            tok.storage[0] = prompt[i];
+            REQUIRE(M::step(p, sws, cache, tok, logits).ok());
+            append(o, logits);
+        }
+    });
+}
+}  // namespace
+
+TEST_CASE("parallel: a decoding step's heads by key spans (3 query heads, 1 key/value head, 1100 keys and more)") {
+    key_spans_case<>("MQA Llama, long cache");
+    key_spans_case<ct::kv_cache<ct::bf16>>("MQA Llama, long bf16 cache");
 }
 
 namespace {

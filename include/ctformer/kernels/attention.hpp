@@ -177,39 +177,115 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
     }
 }
 
-// One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
-// at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
-// bookkeeping: the row's scores fill the whole scratch (tile keys per pass, online softmax across
-// passes), so a step costs one GEMV along the keys, one softmax and one GEMV along the values.
+// A decoding step's keys in spans: each span's softmax is taken alone (its own max and sum) and the
+// spans are merged in key order, so a head whose spans run on several threads gives the bits it
+// gives on one. A span is one pass over the score scratch (query_span_keys) up to query_spans_max
+// spans: the passes a query had before spans, and a query of up to query_span_keys keys has one.
+inline constexpr std::size_t query_span_keys = attention_row_block * attention_key_tile, query_spans_max = 8;
+constexpr std::size_t query_spans(std::size_t keys) {
+    const std::size_t n = (keys + query_span_keys - 1) / query_span_keys;
+    return n < 1 ? 1 : n > query_spans_max ? query_spans_max : n;
+}
+// span j's first key (whole key tiles; j = spans: the end)
+constexpr std::size_t query_span_begin(std::size_t keys, std::size_t j, std::size_t spans) {
+    const std::size_t KT = attention_key_tile, w = ((keys + spans - 1) / spans + KT - 1) / KT * KT;
+    return j * w < keys ? j * w : keys;
+}
+// A span's state: its unnormalized output (Dh), then m and l.
+constexpr std::size_t query_span_elems(std::size_t Dh) { return Dh + 2; }
+
+// Keys [j0, j1) of one query row: out: (Dh) = Σ exp(s - m)·v, m the scores' max, l = Σ exp(s - m)
+// (l = 0: every key blocked). Passes of `tile` keys, online softmax across them.
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
-constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t ldk, const E* v, std::size_t ldv, T* out,
-                         T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
-                         const Drop& drop, dropout_site site, T* lse = nullptr) {
-    const std::size_t kend = mask.key_end(hr.b, qpos, S);
-    // keys below kend can be blocked only by an element mask or dropout
+constexpr void query_span(std::size_t j0, std::size_t j1, const T* q, const E* kt, std::size_t ldk, const E* v,
+                          std::size_t ldv, T* out, T& m, T& l, T* scores, std::size_t tile, T scale, const Mask& mask,
+                          head_ref hr, std::size_t qpos, const Drop& drop, dropout_site site) {
+    // keys below the key end can be blocked only by an element mask or dropout
     const bool drops = drop.drops(site);
-    const bool v_finite = !(Mask::has_apply || drops) || cache_all_finite<T>(v, kend, Dh, ldv);
-    T m = -std::numeric_limits<T>::infinity(), l = T(0);
+    const bool v_finite = !(Mask::has_apply || drops) || cache_all_finite<T>(v + j0 * ldv, j1 - j0, Dh, ldv);
+    m = -std::numeric_limits<T>::infinity(), l = T(0);
     for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
-    for (std::size_t j0 = 0; j0 < kend; j0 += tile) {
-        const std::size_t n = kend - j0 < tile ? kend - j0 : tile;
-        kernels::query_scores<Dh>(n, ldk - j0, q, kt + j0, ldk, scale, scores);
-        if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, j0, n);
+    for (std::size_t t0 = j0; t0 < j1; t0 += tile) {
+        const std::size_t n = j1 - t0 < tile ? j1 - t0 : tile;
+        kernels::query_scores<Dh>(n, ldk - t0, q, kt + t0, ldk, scale, scores);
+        if constexpr (Mask::has_apply) mask.apply(mask_row{hr.b, hr.h, hr.heads, qpos}, scores, t0, n);
         // pad to a whole vector of blocked scores when the scratch has room: no scalar exp tail
         const std::size_t up = simd::whole_vectors<T>(n), ns = up <= tile ? up : n;
         kernels::block_tail(scores, n, ns);
         const T correction = kernels::online_softmax_tile(scores, ns, m, l);
-        if (drops) drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, j0);
+        if (drops) drop.apply(scores, n, site, (std::uint64_t{hr.b * hr.heads + hr.h} << 32) | qpos, t0);
         if (v_finite) {
-            kernels::query_values<Dh>(n, scores, v + j0 * ldv, ldv, correction, out);
+            kernels::query_values<Dh>(n, scores, v + t0 * ldv, ldv, correction, out);
         } else {
             kernels::map_inplace(out, Dh, [correction](const auto& x) { return x * correction; });
-            values_skipping_zeros(1, n, Dh, scores, ns, 1, v + j0 * ldv, ldv, out, Dh);
+            values_skipping_zeros(1, n, Dh, scores, ns, 1, v + t0 * ldv, ldv, out, Dh);
         }
     }
+}
+// (out, m, l) then a later span's (oj, mj, lj) -> both's, in place.
+template <std::size_t Dh, class T> constexpr void merge_query_span(T* out, T& m, T& l, const T* oj, T mj, T lj) {
+    if (lj == T(0)) return;
+    if (l == T(0)) {
+        for (std::size_t d = 0; d < Dh; ++d) out[d] = oj[d];
+        m = mj, l = lj;
+        return;
+    }
+    const T mn = m > mj ? m : mj, a = simd::vexp(m - mn), c = simd::vexp(mj - mn);
+    kernels::map_inplace(out, Dh, [a](const auto& x) { return x * a; });
+    kernels::axpy(out, oj, c, Dh);
+    m = mn, l = l * a + lj * c;
+}
+template <std::size_t Dh, class T> constexpr void finish_query(T* out, T m, T l, T* lse) {
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero
     kernels::map_inplace(out, Dh, [inv](const auto& x) { return x * inv; });
     if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
+}
+
+// Where a head's key spans go when they run apart (threads): `spans` holds query_spans_max states
+// of query_span_elems; span j is computed there, and j = all_spans merges them into the output.
+template <class T> struct key_spans {
+    static constexpr std::size_t all = std::size_t(-1);
+    T* states = nullptr;
+    std::size_t j = all;
+};
+
+// One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
+// at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
+// bookkeeping: a span's scores fill the whole scratch (tile keys per pass), so a step costs one
+// GEMV along the keys, one softmax and one GEMV along the values. ks.states: span ks.j only, or
+// the merge of the spans there.
+template <std::size_t Dh, class T, class Mask, class Drop, class E>
+constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t ldk, const E* v, std::size_t ldv, T* out,
+                            T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
+                            const Drop& drop, dropout_site site, T* lse = nullptr, key_spans<T> ks = {}) {
+    const std::size_t kend = mask.key_end(hr.b, qpos, S), spans = query_spans(kend);
+    constexpr std::size_t E_ = query_span_elems(Dh);
+    const auto span = [&](std::size_t j, T* o, T& m, T& l) {
+        query_span<Dh>(query_span_begin(kend, j, spans), query_span_begin(kend, j + 1, spans), q, kt, ldk, v, ldv, o, m,
+                       l, scores, tile, scale, mask, hr, qpos, drop, site);
+    };
+    if (ks.states && ks.j != ks.all) {  // one span, kept for the merge (none past the query's spans)
+        T* st = ks.states + ks.j * E_;
+        if (ks.j < spans) span(ks.j, st, st[Dh], st[Dh + 1]);
+        else st[Dh + 1] = T(0);
+        return;
+    }
+    T m, l;
+    if (ks.states) {
+        m = -std::numeric_limits<T>::infinity(), l = T(0);
+        for (std::size_t j = 0; j < spans; ++j)
+            merge_query_span<Dh>(out, m, l, ks.states + j * E_, ks.states[j * E_ + Dh], ks.states[j * E_ + Dh + 1]);
+        if (l == T(0))
+            for (std::size_t d = 0; d < Dh; ++d) out[d] = T(0);
+    } else {
+        span(0, out, m, l);
+        T oj[Dh], mj, lj;
+        for (std::size_t j = 1; j < spans; ++j) {
+            span(j, oj, mj, lj);
+            merge_query_span<Dh>(out, m, l, oj, mj, lj);
+        }
+    }
+    finish_query<Dh>(out, m, l, lse);
 }
 
 // Query rows [i0, i1) of a head's Tq (i0 a multiple of attention_row_block): the rows keep the
@@ -226,15 +302,19 @@ struct query_rows {
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<E> k, strided<const E> v,
                       strided<T> out, T* scores, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
-                      const Drop& drop, dropout_site site, T* lse = nullptr, query_rows part = {}) {
+                      const Drop& drop, dropout_site site, T* lse = nullptr, query_rows part = {},
+                      key_spans<T> ks = {}) {
     const std::size_t i0 = part.i0, i1 = part.i1 < Tq ? part.i1 : Tq;
     if (i0 >= i1) return;
-    if constexpr (!std::is_same_v<E, T>) {
+    if (ks.states && k.transposed)  // (one query row over a cache's keys, in key spans)
+        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, scale,
+                         mask, hr, qpos0, drop, site, lse, ks);
+    else if constexpr (!std::is_same_v<E, T>) {
         for (std::size_t i = i0; i < i1; ++i)
-            attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, attention_row_block * attention_key_tile,
+            attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, query_span_keys,
                              scale, mask, hr, qpos0 + i, drop, site, lse ? lse + i : nullptr);
     } else if (Tq == 1 && k.transposed)  // (the whole head's row count chooses the path, not the part's)
-        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, attention_row_block * attention_key_tile, scale,
+        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, scale,
                          mask, hr, qpos0, drop, site, lse);
     else
         attend_head(i1 - i0, S, Dh, q.row(i0), q.ld, k, v.p, v.ld, out.row(i0), out.ld, scores, scale, mask, hr,

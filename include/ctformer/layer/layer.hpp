@@ -332,7 +332,10 @@ template <class Cfg> struct Layer {
             FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0);
             finish(sublayers - 1, y, dropout_site::ffn_out, r0, r1);
         };
-        typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores}, bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores};
+        T* spans = nullptr;
+        if constexpr (requires { ws.key_spans(); }) spans = ws.key_spans();
+        typename Attn::buffers bf{ws.qkv(), ws.ctx(), nullptr, ws.scores, spans},
+            bfc{ws.q_cross(), ws.ctx(), nullptr, ws.scores, spans};
         if constexpr (!std::is_same_v<Acts, void>)
             if (acts) {
                 bf = {acts->self_attn.qkv, acts->self_attn.ctx, acts->self_attn.lse, ws.scores};

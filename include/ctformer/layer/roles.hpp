@@ -110,10 +110,17 @@ struct step_buffers : shared_buffers<Cfg, B * Chunk, 0, Cfg::cross_attention ? s
     static constexpr std::size_t fill_rows = step_fill_rows;
     static constexpr std::size_t pack_elems =
         kernels::gemm_pack_elems<T>(M > fill_rows ? M : fill_rows, D > F ? D : F);
+    // A one-row step whose heads do not share evenly among threads runs them by key spans, each
+    // part with its own score tile: the workspace's holds the spans' states then (none on bare
+    // metal: nothing splits there).
+    static constexpr bool by_spans = Chunk == 1 && CTFORMER_THREADS;
+    static constexpr std::size_t score_elems = modules::attention<Cfg>::score_elems,
+                                 span_elems = by_spans ? B * Cfg::heads * modules::attention<Cfg>::span_state_elems : 0;
     alignas(64) T branch[M * D];
     alignas(64) T normed[pre_norm ? M * D : 1];
-    alignas(64) T scores[modules::attention<Cfg>::score_elems];
+    alignas(64) T scores[score_elems > span_elems ? score_elems : span_elems];
     alignas(64) T pack[pack_elems];
+    constexpr T* key_spans() { return by_spans ? scores : nullptr; }
     constexpr T* staging() { return this->shared; }  // (fill_rows, 2D): fill_cross_cache's projected rows
 };
 

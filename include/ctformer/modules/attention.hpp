@@ -183,6 +183,7 @@ template <class Cfg> struct attention {
         T* ctx;     // (B*Tq, D)
         T* lse;     // (B*H*Tq) or null
         T* scores;  // one score tile
+        T* spans = nullptr;  // (B*H, span_state_elems) a step's key spans (for_heads), or null
     };
 
     // ---- Forward, in stages: the layer runs the row stages (projections) over all rows at once or
@@ -228,48 +229,57 @@ template <class Cfg> struct attention {
                                      const Drop& drop) {
         const T scale = score_scale();
         const auto row = [&](std::size_t b) { return bf.qkv + b * Tq * qkv_ld; };
-        const auto head = [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
+        const auto head = [&](std::size_t b, std::size_t h, query_rows part, T* scores, key_spans<T> ks) {
             const std::size_t kh = h / G;
             const auto kv = src(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{row(b) + h * Dh, qkv_ld}, kv.k, kv.v,
                        strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                       dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part);
+                       dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
         };
         if constexpr (requires { src.store(0, 0, row(0), row(0), qkv_ld); })  // a cache's new rows: all G heads read them
-            for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, head, [&](std::size_t b, std::size_t kh) {
+            for_heads<G>(B, H, Tq, most_keys(src, B), bf.scores, bf.spans, head, [&](std::size_t b, std::size_t kh) {
                 src.store(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
             });
         else
-            for_heads<G>(B, H, Tq, src.keys(B - 1), bf.scores, head);
+            for_heads<G>(B, H, Tq, most_keys(src, B), bf.scores, bf.spans, head);
+    }
+    template <class Src> static constexpr std::size_t most_keys(const Src& src, std::size_t B) {
+        std::size_t k = 0;
+        for (std::size_t b = 0; b < B; ++b) k = src.keys(b) > k ? src.keys(b) : k;
+        return k;
     }
     struct no_store {
         constexpr void operator()(std::size_t, std::size_t) const {}
     };
-    // f(b, h, rows, scores) for every batch row b and query head h < heads, over parts of its Tq
-    // query rows, after store(b, g) for the group g of Gs heads that h is in: split over the current
-    // executor where the work (query rows x keys a head) pays a fork-join, each part with its own
-    // score tile (on its thread's stack); else here, whole heads, with the workspace's. A group's
+    // f(b, h, rows, scores, spans) for every batch row b and query head h < heads, over parts of its
+    // Tq query rows, after store(b, g) for the group g of Gs heads that h is in: split over the
+    // current executor where the work (query rows x keys a head) pays a fork-join, each part with its
+    // own score tile (on its thread's stack); else here, whole heads, with the workspace's. A group's
     // store runs in the part that runs the whole group (its lines stay on that core), else before
-    // all heads. A score costs its 2·Dh multiply-adds and about score_macs more (the softmax,
-    // masking, the query block's transposition: the tiny layer's heads take what a GEMM does in
-    // ~110 multiply-adds a score).
+    // all heads. A step's heads that do not share evenly among the threads run by key spans
+    // instead (kernels/attention.hpp), where `states` has room for them (span_state_elems a head),
+    // merged here after. A score costs its 2·Dh multiply-adds and about score_macs more (the
+    // softmax, masking, the query block's transposition: the tiny layer's heads take what a GEMM
+    // does in ~110 multiply-adds a score).
     static constexpr std::size_t score_macs = 128;
+    static constexpr std::size_t span_state_elems = query_spans_max * query_span_elems(Dh);
     template <std::size_t Gs, class F, class S = no_store>
     static constexpr void for_heads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t keys, T* scores,
-                                    const F& f, const S& store = {}) {
+                                    T* states, const F& f, const S& store = {}) {
         const std::size_t n = B * heads;
         const auto run = [&](std::size_t u0, std::size_t u1, std::size_t c, bool stores, T* tile) {
             for (std::size_t u = u0; u < u1; ++u) {
                 const std::size_t b = u / c / heads, h = u / c % heads;
                 if (stores && h % Gs == 0 && u % c == 0) store(b, h / Gs);
-                f(b, h, head_rows(u % c, c, Tq), tile);
+                f(b, h, head_rows(u % c, c, Tq), tile, key_spans<T>{});
             }
         };
         bool stored = false;
         if (!std::is_constant_evaluated() && n * Tq * keys * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs) {
-            const std::size_t P = current_executor().concurrency(), c = head_cuts(n, Tq, P);
-            const std::size_t parts = P < n * c ? P : n * c;
-            bool whole = c == 1;  // every group in one part
+            const std::size_t P = current_executor().concurrency();
+            const std::size_t ks = states && Tq == 1 && n % P != 0 ? query_spans(keys) : 1;
+            const std::size_t c = ks > 1 ? 1 : head_cuts(n, Tq, P), parts = P < n * c ? P : n * c;
+            bool whole = c == 1 && ks == 1;  // every group in one part
             for (std::size_t i = 1; i < parts; ++i) whole = whole && part_begin(n, parts, i) % Gs == 0;
             if (!std::is_same_v<S, no_store> && !whole) {
                 const auto store_all = [&](std::size_t i0, std::size_t i1) {
@@ -279,7 +289,17 @@ template <class Cfg> struct attention {
                 if (!split || !split_parts(n / Gs, store_all)) store_all(0, n / Gs);
                 stored = true;
             }
-            if (split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
+            if (ks > 1 && split_parts(n * ks, [&](std::size_t u0, std::size_t u1) {
+                    alignas(64) T tile[score_elems];
+                    for (std::size_t u = u0; u < u1; ++u)
+                        f(u / ks / heads, u / ks % heads, query_rows{}, tile,
+                          key_spans<T>{states + u / ks * span_state_elems, u % ks});
+                })) {
+                for (std::size_t u = 0; u < n; ++u)
+                    f(u / heads, u % heads, query_rows{}, scores, key_spans<T>{states + u * span_state_elems});
+                return;
+            }
+            if (ks == 1 && split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
                     alignas(64) T tile[score_elems];
                     run(u0, u1, c, !stored, tile);
                 }))
@@ -311,11 +331,12 @@ template <class Cfg> struct attention {
     static constexpr void cross_heads(const buffers& bf, std::size_t B, std::size_t Tq, const Src& src, const Mask& mask,
                                       const Drop& drop) {
         const T scale = score_scale();
-        for_heads<1>(B, H, Tq, src.keys(B - 1), bf.scores, [&](std::size_t b, std::size_t h, query_rows part, T* scores) {
+        for_heads<1>(B, H, Tq, most_keys(src, B), bf.scores, bf.spans,
+                     [&](std::size_t b, std::size_t h, query_rows part, T* scores, key_spans<T> ks) {
             const auto kv = src(b, h);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
                        strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part);
+                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
         });
     }
 
