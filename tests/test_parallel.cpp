@@ -251,7 +251,7 @@ template <class... O> void key_spans_case(const char* what) {
     using M = ct::Llama<29, 1300, 1, ct::d_model<24>, ct::heads<3>, ct::kv_heads<1>, ct::ffn_dim<40>, O...>;
     static typename M::Params p;
     static typename M::template GenerateWorkspace<64> gen;
-    static typename M::template KVCache<1, M::context> cache;
+    static typename M::template KVCache<1, M::context> cache, prefilled;
     static typename M::template StepWorkspace<1, 1> sws;
     static ct::Tensor<ct::token, 1, 1> tok;
     static ct::Tensor<float, 1, 1, 29> logits;
@@ -259,12 +259,13 @@ template <class... O> void key_spans_case(const char* what) {
     ref::randomize(p, 23);
     for (std::size_t i = 0; i < 1200; ++i)
         prompt[i] = static_cast<ct::token>(i * 13 % 29), other[i] = static_cast<ct::token>(i * 5 % 29);
+    // the prompt prefilled once, on one thread (the steps below are what is compared)
+    REQUIRE(M::generate(p, gen, prefilled, other, 1200, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
+    prefilled.reset();
+    REQUIRE(M::generate(p, gen, prefilled, prompt, 1100, 0, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
     same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
-        cache.reset();
-        REQUIRE(M::generate(p, gen, cache, other, 1200, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
-        cache.reset();
-        REQUIRE(M::generate(p, gen, cache, prompt, 1100, 0, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
-        sws.executor = ex;  // (the prompt on one thread: the steps below are what is compared)
+        cache = prefilled;
+        sws.executor = ex;
         for (std::size_t i = 1100; i < 1110; ++i) {
             tok.storage[0] = prompt[i];
             REQUIRE(M::step(p, sws, cache, tok, logits).ok());
