@@ -179,8 +179,9 @@ constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const 
 
 // A decoding step's keys in spans: each span's softmax is taken alone (its own max and sum) and the
 // spans are merged in key order, so a head whose spans run on several threads gives the bits it
-// gives on one. A span is one pass over the score scratch (query_span_keys) up to query_spans_max
-// spans: the passes a query had before spans, and a query of up to query_span_keys keys has one.
+// gives on one. Spans are equal runs of whole key tiles, as many as the passes over the score
+// scratch (query_span_keys keys) the keys need, up to query_spans_max: a query makes the passes it
+// made before spans, and one of up to query_span_keys keys has one span (nothing merged).
 inline constexpr std::size_t query_span_keys = attention_row_block * attention_key_tile, query_spans_max = 8;
 constexpr std::size_t query_spans(std::size_t keys) {
     const std::size_t n = (keys + query_span_keys - 1) / query_span_keys;
@@ -241,8 +242,9 @@ template <std::size_t Dh, class T> constexpr void finish_query(T* out, T m, T l,
     if (lse) *lse = l > T(0) ? m + simd::vlog(l) : -std::numeric_limits<T>::infinity();
 }
 
-// Where a head's key spans go when they run apart (threads): `spans` holds query_spans_max states
-// of query_span_elems; span j is computed there, and j = all_spans merges them into the output.
+// Where a head's key spans go when they run apart (threads): `states` has room for query_spans_max
+// states of query_span_elems; span j is computed into its state, and j = all merges them into the
+// head's output.
 template <class T> struct key_spans {
     static constexpr std::size_t all = std::size_t(-1);
     T* states = nullptr;

@@ -277,6 +277,7 @@ template <class Cfg> struct attention {
         bool stored = false;
         if (!std::is_constant_evaluated() && n * Tq * keys * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs) {
             const std::size_t P = current_executor().concurrency();
+            // heads that do not share evenly: a step's by key spans, other calls' by query-row parts
             const std::size_t ks = states && Tq == 1 && n % P != 0 ? query_spans(keys) : 1;
             const std::size_t c = ks > 1 ? 1 : head_cuts(n, Tq, P), parts = P < n * c ? P : n * c;
             bool whole = c == 1 && ks == 1;  // every group in one part
@@ -289,23 +290,26 @@ template <class Cfg> struct attention {
                 if (!split || !split_parts(n / Gs, store_all)) store_all(0, n / Gs);
                 stored = true;
             }
-            if (ks > 1 && split_parts(n * ks, [&](std::size_t u0, std::size_t u1) {
-                    alignas(64) T tile[score_elems];
-                    for (std::size_t u = u0; u < u1; ++u)
-                        f(u / ks / heads, u / ks % heads, query_rows{}, tile,
-                          key_spans<T>{states + u / ks * span_state_elems, u % ks});
-                })) {
-                for (std::size_t u = 0; u < n; ++u)
-                    f(u / heads, u % heads, query_rows{}, scores, key_spans<T>{states + u * span_state_elems});
-                return;
-            }
-            if (ks == 1 && split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
+            if (ks > 1 ? by_key_spans(n, heads, ks, states, scores, f) : split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
                     alignas(64) T tile[score_elems];
                     run(u0, u1, c, !stored, tile);
                 }))
                 return;
         }
         run(0, n, 1, !stored, scores);
+    }
+    // f over the (head, key span) units in parts, then each head's spans merged here, in key order
+    template <class F>
+    static bool by_key_spans(std::size_t n, std::size_t heads, std::size_t ks, T* states, T* scores, const F& f) {
+        if (!split_parts(n * ks, [&](std::size_t u0, std::size_t u1) {
+                alignas(64) T tile[score_elems];
+                for (std::size_t u = u0; u < u1; ++u)
+                    f(u / ks / heads, u / ks % heads, query_rows{}, tile, key_spans<T>{states + u / ks * span_state_elems, u % ks});
+            }))
+            return false;
+        for (std::size_t u = 0; u < n; ++u)
+            f(u / heads, u % heads, query_rows{}, scores, key_spans<T>{states + u * span_state_elems});
+        return true;
     }
     // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
     // heads on 2, 3 heads on 7, one on any): 2 per thread, of whole row blocks.
