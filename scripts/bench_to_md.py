@@ -477,7 +477,7 @@ if thread_rows:
     p("## Two threads (`ct::thread_pool(2)` as the workspace's executor)\n")
     p("Each benchmark again with its workspace's `executor` set to a `ct::thread_pool(2)` (`*_t2`), in the same "
       "runs and interleaved with the 1-thread ones: the GEMMs and GEMVs split over weight panels (the decoding "
-      "step: each thread streams its half of the weights), attention over (batch row, query head) pairs (a head's query rows in parts where the pairs do not share evenly), weight gradients "
+      "step: each thread streams its half of the weights), attention over (batch row, query head) pairs (a head's query rows, or a decoding step's key spans, in parts where the pairs do not share evenly), weight gradients "
       "over rows of the gradient (from 64 batch rows: a layer's training calls over fewer rows run on the calling "
       "thread alone), the optimizer over each tensor; a layer whose weights fit 8 MB and whose row parts' scratch fits "
       "their stack (every shape here but base and llama) runs its row-local work between the heads as three "
