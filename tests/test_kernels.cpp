@@ -451,6 +451,7 @@ template <std::size_t Dh, class T> void check_attend_query() {
         for (std::size_t pad : {0u, 3u})
             for (std::size_t tile : {7u, 1024u})
                 for (long shift : {0L, -1L, -100L}) {
+                    if (S > 1024 && (pad != 0) == (tile == 7)) continue;  // (long caches: two of the four layouts)
                     const std::size_t ldk = S + pad, ldv = Dh + 2, qpos = S - 1;
                     auto q = random_vec<T>(Dh, 3), kt = random_vec<T>(Dh * ldk, 4), v = random_vec<T>(S * ldv, 5);
                     const T scale = T(1) / std::sqrt(T(Dh));

@@ -246,7 +246,7 @@ TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-r
 
 namespace {
 // 3 heads on 2 or 7 threads: a step's heads over 1100 and more cached keys run by spans of their
-// keys; the step's key is stored before any span reads it (a cache holding another prompt's keys)
+// keys; the step's key is stored before any span reads it
 template <class... O> void key_spans_case(const char* what) {
     using M = ct::Llama<29, 1300, 1, ct::d_model<24>, ct::heads<3>, ct::kv_heads<1>, ct::ffn_dim<40>, O...>;
     static typename M::Params p;
@@ -255,13 +255,11 @@ template <class... O> void key_spans_case(const char* what) {
     static typename M::template StepWorkspace<1, 1> sws;
     static ct::Tensor<ct::token, 1, 1> tok;
     static ct::Tensor<float, 1, 1, 29> logits;
-    static ct::token prompt[1200], other[1200];
+    static ct::token prompt[1110];
     ref::randomize(p, 23);
-    for (std::size_t i = 0; i < 1200; ++i)
-        prompt[i] = static_cast<ct::token>(i * 13 % 29), other[i] = static_cast<ct::token>(i * 5 % 29);
-    // the prompt prefilled once, on one thread (the steps below are what is compared)
-    REQUIRE(M::generate(p, gen, prefilled, other, 1200, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
-    prefilled.reset();
+    for (std::size_t i = 0; i < 1110; ++i) prompt[i] = static_cast<ct::token>(i * 13 % 29);
+    // the prompt prefilled once, on one thread (the steps below are what is compared); each run
+    // starts from its copy, whose rows past the prompt are zero: a store skipped reads those
     REQUIRE(M::generate(p, gen, prefilled, prompt, 1100, 0, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
     same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
         cache = prefilled;

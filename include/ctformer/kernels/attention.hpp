@@ -59,7 +59,7 @@ constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_
             if (const T x = p[r * pr + j * pj]; x != T(0)) {
                 if constexpr (std::is_same_v<E, T>) kernels::axpy(out + r * ldo, v + j * ldv, x, Dh);
                 else
-                    for (std::size_t d = 0; d < Dh; ++d) out[r * ldo + d] += x * from_cache<T>(v[j * ldv + d]);
+                    for (std::size_t d = 0; d < Dh; ++d) out[r * ldo + d] = simd::sfma(x, from_cache<T>(v[j * ldv + d]), out[r * ldo + d]);
             }
 }
 // Whether rows (rows, cols) at ldx of E are all finite (bf16 bits: exponent not all ones).
@@ -232,9 +232,14 @@ template <std::size_t Dh, class T> constexpr void merge_query_span(T* out, T& m,
         return;
     }
     const T mn = m > mj ? m : mj, a = simd::vexp(m - mn), c = simd::vexp(mj - mn);
-    kernels::map_inplace(out, Dh, [a](const auto& x) { return x * a; });
-    kernels::axpy(out, oj, c, Dh);
-    m = mn, l = l * a + lj * c;
+    // oj·c + out·a, one fused multiply-add an element: the same bits in every inlining context (left
+    // to contraction, the scalar tail was fused in the step's parts and not in one thread's loop)
+    std::size_t d = 0;
+    for (const std::size_t nv = simd::vector_part<T>(Dh); d < nv; d += simd::width<T>)
+        simd::store(out + d, simd::vfma(simd::load(oj + d), simd::vec<T>(c), simd::load(out + d) * simd::vec<T>(a)));
+    for (; d < Dh; ++d) out[d] = simd::sfma(oj[d], c, out[d] * a);
+    l = simd::sfma(lj, c, l * a);
+    m = mn;
 }
 template <std::size_t Dh, class T> constexpr void finish_query(T* out, T m, T l, T* lse) {
     const T inv = l > T(0) ? T(1) / l : T(0);  // fully blocked rows stay zero

@@ -104,7 +104,7 @@ constexpr void query_values(std::size_t n, const T* p, const E* v, std::size_t l
     }
     for (std::size_t d = vector_cols; d < Dh; ++d) {  // columns past the last whole vector
         T acc = out[d] * correction;
-        for (std::size_t j = 0; j < n; ++j) acc += p[j] * from_cache<T>(v[j * ldv + d]);
+        for (std::size_t j = 0; j < n; ++j) acc = simd::sfma(p[j], from_cache<T>(v[j * ldv + d]), acc);
         out[d] = acc;
     }
 }

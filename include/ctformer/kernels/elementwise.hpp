@@ -154,7 +154,7 @@ template <class T> constexpr void axpy(T* y, const T* x, T a, std::size_t n) {
     std::size_t i = 0;
     for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W)
         simd::store(y + i, simd::fma<T>(simd::load(x + i), simd::vec<T>(a), simd::load(y + i)));
-    for (; i < n; ++i) y[i] += x[i] * a;
+    for (; i < n; ++i) y[i] = simd::sfma(x[i], a, y[i]);
 }
 
 // y: (n) = x: (n) ∘ y: (n)

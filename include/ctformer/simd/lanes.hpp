@@ -67,6 +67,12 @@ template <class V> [[gnu::always_inline]] inline V vfma(const V& a, const V& b, 
         return a * b + c;
 }
 template <class T> inline vec<T> fma(const vec<T>& a, const vec<T>& b, const vec<T>& c) { return vfma(a, b, c); }
+// vfma on scalars in constexpr code (its plain a·b + c under constant evaluation): a kernel's
+// scalar tails whose bits must not depend on how the caller was inlined.
+template <class T> [[gnu::always_inline]] constexpr T sfma(T a, T b, T c) {
+    if (std::is_constant_evaluated()) return a * b + c;
+    return vfma(a, b, c);
+}
 
 // Whether vec<T>'s arithmetic is IEEE's lane for lane: +, -, ·, vdiv and vsqrt correctly
 // rounded, denormals kept, vfma one rounding. True on x86 with FMA3 or AVX-512 and on aarch64; false on
