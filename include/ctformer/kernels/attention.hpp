@@ -59,7 +59,8 @@ constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_
             if (const T x = p[r * pr + j * pj]; x != T(0)) {
                 if constexpr (std::is_same_v<E, T>) kernels::axpy(out + r * ldo, v + j * ldv, x, Dh);
                 else
-                    for (std::size_t d = 0; d < Dh; ++d) out[r * ldo + d] = simd::sfma(x, from_cache<T>(v[j * ldv + d]), out[r * ldo + d]);
+                    for (std::size_t d = 0; d < Dh; ++d)
+                        out[r * ldo + d] = simd::sfma(x, from_cache<T>(v[j * ldv + d]), out[r * ldo + d]);
             }
 }
 // Whether rows (rows, cols) at ldx of E are all finite (bf16 bits: exponent not all ones).

@@ -283,11 +283,12 @@ template <class Cfg> struct attention {
             bool whole = c == 1 && ks == 1;  // every group in one part
             for (std::size_t i = 1; i < parts; ++i) whole = whole && part_begin(n, parts, i) % Gs == 0;
             if (!std::is_same_v<S, no_store> && !whole) {
+                const std::size_t groups = n / Gs, per_row = heads / Gs;
                 const auto store_all = [&](std::size_t i0, std::size_t i1) {
-                    for (std::size_t i = i0; i < i1; ++i) store(i / (heads / Gs), i % (heads / Gs));
+                    for (std::size_t i = i0; i < i1; ++i) store(i / per_row, i % per_row);
                 };
-                const bool split = n / Gs * Tq * 2 * Dh >= parallel_min_elems;
-                if (!split || !split_parts(n / Gs, store_all)) store_all(0, n / Gs);
+                const bool split = groups * Tq * 2 * Dh >= parallel_min_elems;
+                if (!split || !split_parts(groups, store_all)) store_all(0, groups);
                 stored = true;
             }
             if (ks > 1 ? by_key_spans(n, heads, ks, states, scores, f) : split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
@@ -313,14 +314,15 @@ template <class Cfg> struct attention {
     }
     // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
     // heads on 2, 3 heads on 7, one on any): 2 per thread, of whole row blocks.
+    static constexpr std::size_t row_blocks(std::size_t Tq) { return (Tq + attention_row_block - 1) / attention_row_block; }
     static constexpr std::size_t head_cuts(std::size_t n, std::size_t Tq, std::size_t P) {
-        const std::size_t blocks = (Tq + attention_row_block - 1) / attention_row_block;
+        const std::size_t blocks = row_blocks(Tq);
         return n % P == 0 ? 1 : (2 * P < blocks ? 2 * P : blocks);
     }
     // Part j of c of a head's Tq rows: the first with the last, the second with the one before it,
     // ... (under a causal mask a later row sees more keys: each pair costs about the same)
     static constexpr query_rows head_rows(std::size_t j, std::size_t c, std::size_t Tq) {
-        const std::size_t blocks = (Tq + attention_row_block - 1) / attention_row_block;
+        const std::size_t blocks = row_blocks(Tq);
         const std::size_t k = j % 2 == 0 ? j / 2 : c - 1 - j / 2;
         return {k * blocks / c * attention_row_block, (k + 1) * blocks / c * attention_row_block};
     }
