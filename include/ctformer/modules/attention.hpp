@@ -312,9 +312,9 @@ template <class Cfg> struct attention {
             f(u / heads, u % heads, query_rows{}, scores, key_spans<T>{states + u * span_state_elems});
         return true;
     }
+    static constexpr std::size_t row_blocks(std::size_t Tq) { return (Tq + attention_row_block - 1) / attention_row_block; }
     // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
     // heads on 2, 3 heads on 7, one on any): 2 per thread, of whole row blocks.
-    static constexpr std::size_t row_blocks(std::size_t Tq) { return (Tq + attention_row_block - 1) / attention_row_block; }
     static constexpr std::size_t head_cuts(std::size_t n, std::size_t Tq, std::size_t P) {
         const std::size_t blocks = row_blocks(Tq);
         return n % P == 0 ? 1 : (2 * P < blocks ? 2 * P : blocks);
