@@ -76,7 +76,7 @@ template <class M> void BM_generate(benchmark::State& st, const char* name, std:
     using S = Storage<M>;
     static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
     if (!load(S::p, name, st)) return;
-    S::gws.executor = bench::executor(threads);
+    const ct::use_executor on(bench::executor(threads));
     const ct::token prompt[1] = {5};
     for (auto _ : st) {
         S::cache.reset();
@@ -88,7 +88,6 @@ template <class M> void BM_generate(benchmark::State& st, const char* name, std:
     }
     st.counters["tokens"] = Gen;
     st.counters["tokens/s"] = benchmark::Counter(Gen, benchmark::Counter::kIsIterationInvariantRate);
-    S::gws.executor = {};
 }
 
 // The prompt's time to its first token: generate with max_new = 1 (one 64-row step; the LM head
@@ -97,7 +96,7 @@ template <class M> void BM_prefill(benchmark::State& st, const char* name, std::
     using S = Storage<M>;
     static const bool advised [[maybe_unused]] = bench::advise_huge(S::p, S::cache);
     if (!load(S::p, name, st)) return;
-    S::gws.executor = bench::executor(threads);
+    const ct::use_executor on(bench::executor(threads));
     ct::token prompt[Prompt];
     for (std::size_t i = 0; i < Prompt; ++i) prompt[i] = ct::token(300 + i);
     for (auto _ : st) {
@@ -110,7 +109,6 @@ template <class M> void BM_prefill(benchmark::State& st, const char* name, std::
     }
     st.counters["tokens"] = Prompt;
     st.counters["tokens/s"] = benchmark::Counter(Prompt, benchmark::Counter::kIsIterationInvariantRate);
-    S::gws.executor = {};
 }
 
 void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repetition
@@ -136,7 +134,7 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M"); });
     add("decode/stories15M_int8_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M"); });
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M"); });
-    // two threads (#40): ct::thread_pool(2) as the generate workspace's executor
+    // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
     add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });
     add("decode/stories15M_int4_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M", 2); });

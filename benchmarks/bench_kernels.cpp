@@ -81,7 +81,7 @@ void BM_fork_join(benchmark::State& st) {
     }
 }
 void BM_gemm_t2(benchmark::State& st) {
-    const ct::executor_scope on(two_threads());
+    const ct::use_executor on(two_threads());
     gemm_bench(st, std::size_t(st.range(0)), std::size_t(st.range(1)), std::size_t(st.range(2)), true);
 }
 void BM_gemm_cold(benchmark::State& st) {
@@ -90,7 +90,7 @@ void BM_gemm_cold(benchmark::State& st) {
 // The backward's two shapes, (M, N, K) as the kernels name them. tn: a weight's gradient,
 // dWᵀ: (In, Out) panels += Xᵀ · dY over K = rows; nt: an input's gradient, dX: (rows, In) = dY · W.
 void BM_gemm_tn(benchmark::State& st) {
-    const ct::executor_scope on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
+    const ct::use_executor on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
     const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
     const std::size_t copies = st.range(3) ? 16 : 1, ge = ct::kernels::panel_elems<float>(M, N);
     std::vector<float> x(K * M, 0.5f), dy(K * N * copies, 0.25f), g(ge * copies);
@@ -105,7 +105,7 @@ void BM_gemm_tn(benchmark::State& st) {
     report_flops(st, 2.0 * double(M) * double(N) * double(K));
 }
 void BM_gemm_nt(benchmark::State& st) {
-    const ct::executor_scope on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
+    const ct::use_executor on(st.range(4) > 1 ? two_threads() : ct::executor_ref{});
     const auto M = std::size_t(st.range(0)), N = std::size_t(st.range(1)), K = std::size_t(st.range(2));
     const std::size_t copies = st.range(3) ? 16 : 1, we = ct::kernels::panel_elems<float>(N, K);
     std::vector<float> dy(M * K, 0.5f), w(we * copies, 0.25f), dx(M * N);

@@ -107,14 +107,13 @@ template <const shape& s, pages P = pages::huge, class Fmt = ct::dense> struct l
 template <const shape& s, pages P = pages::huge, class Fmt = ct::dense, std::size_t N = 1> void BM_ctformer(benchmark::State& st) {
     using R = layer_rig<s, P, Fmt>;
     R::fill_all();
-    R::ws.executor = bench::executor(N);
+    const ct::use_executor on(bench::executor(N));
     for (auto _ : st) {
         R::forward();
         benchmark::DoNotOptimize(R::out.storage[0]);
         benchmark::ClobberMemory();
     }
     flop_counters(st, layer_flops(s));
-    R::ws.executor = {};
 }
 
 // A training step: forward_train (saving Activations, dropout p = 0) + backward, gradients
@@ -136,7 +135,7 @@ template <const shape& s, std::size_t N = 1> void BM_ctformer_train(benchmark::S
     fill_tensor(tgt);
     fill_tensor(mem);
     fill_tensor(d_out);
-    ws.executor = bench::executor(N);
+    const ct::use_executor on(bench::executor(N));
     const ct::dropout_config none{0.0f, 0.0f, 0.0f, 0, 0};
     for (auto _ : st) {
         if constexpr (s.cross) {
@@ -183,7 +182,7 @@ void BM_ctformer_step(benchmark::State& st) {
     fill(p);
     fill_tensor(mem);
     fill_tensor(x);
-    ws.executor = bench::executor(N);
+    const ct::use_executor on(bench::executor(N));
     L::fill_cross_cache(p, ws, cc, mem);
     cache.reset();
     for (std::size_t t = 0; t + 1 < s.T; ++t) (void)L::step(p, ws, cache, cc, x, y, ct::causal{});
@@ -397,7 +396,7 @@ CT_BENCH((BM_ctformer_step<long_ctx>), "step/long/ctformer");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::dense, ct::bf16>), "step/long/ctformer_bf16kv");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>>), "step/long/ctformer_int4_a8");
 CT_BENCH((BM_ctformer_step<long_ctx, ct::int8_dot<ct::int4_group<32>>, ct::bf16>), "step/long/ctformer_int4_a8_bf16kv");
-// Two threads (ct::thread_pool(2)): the same calls with the workspace's executor set (#40)
+// Two threads (ct::thread_pool(2)): the same calls inside a ct::use_executor scope (#40)
 CT_BENCH((BM_ctformer<tiny, pages::huge, ct::dense, 2>), "layer/tiny/ctformer_t2");
 CT_BENCH((BM_ctformer<small, pages::huge, ct::dense, 2>), "layer/small/ctformer_t2");
 CT_BENCH((BM_ctformer<base, pages::huge, ct::dense, 2>), "layer/base/ctformer_t2");

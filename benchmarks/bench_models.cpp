@@ -77,9 +77,9 @@ template <std::size_t Threads = 1> void BM_ctformer_train(benchmark::State& st) 
     static const bool advised [[maybe_unused]] = bench::advise_huge(p, g, opt, ws, acts);
     init(p);
     for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = ct::token(i * 7 % V), tgt.storage[i] = ct::token(i * 11 % V);
-    ws.executor = opt.executor = bench::executor(Threads);
+    const ct::use_executor on(bench::executor(Threads));
     for (auto _ : st) {
-        ct::zero_grad(g, opt.executor);
+        ct::zero_grad(g);
         float loss = 0;
         (void)Model::forward_train(p, ws, acts, tok, tgt, loss);
         (void)Model::backward(p, acts, ws, g);
@@ -96,7 +96,7 @@ template <std::size_t Threads = 1> void BM_ctformer_generate(benchmark::State& s
     static Model::GenerateWorkspace<8> gws;
     static const bool advised [[maybe_unused]] = bench::advise_huge(p, cache);
     init(p);
-    gws.executor = bench::executor(Threads);
+    const ct::use_executor on(bench::executor(Threads));
     const ct::token prompt[1] = {1};
     for (auto _ : st) {
         cache.reset();

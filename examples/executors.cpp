@@ -7,7 +7,7 @@
 //
 // An executor is anything with concurrency() and run(parts, task, ctx) (core/executor.hpp):
 // run calls task(ctx, i) once for every part i, on any of its threads, and returns when all have
-// returned. A workspace carries a reference to one (`ws.executor = pool;`); nothing else changes.
+// returned. `ct::use_executor on(pool);` makes one the calling thread's executor; nothing else changes.
 #include <ctformer/ctformer.hpp>
 #include <ctformer/core/thread_pool.hpp>
 
@@ -94,7 +94,7 @@ static Model::KVCache<1, 64> cache;
 
 // The layer's output and 32 sampled tokens on executor ex; the layer's best time of 20 runs.
 static std::vector<float> run_on(ct::executor_ref ex, double& layer_us) {
-    lws.executor = ex, gws.executor = ex;
+    const ct::use_executor on(ex);  // every ctformer call of this thread, until `on` ends
     layer_us = 1e30;
     for (int r = 0; r < 20; ++r) {
         const auto t0 = std::chrono::steady_clock::now();

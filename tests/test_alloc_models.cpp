@@ -1,10 +1,7 @@
 // Zero heap allocations in the stacks, the GPT (training, steps, generation), the optimizers and
 // checkpoints, also with a thread pool as their executor (every product split here, however
 // small). This binary replaces operator new and malloc to count (tests/alloc_counter.hpp).
-#define CTFORMER_PARALLEL_MIN_MACS 1
-#define CTFORMER_PARALLEL_MIN_ELEMS 1
-#define CTFORMER_PARALLEL_MIN_GRAD_ROWS 1
-#define CTFORMER_PARALLEL_ROW_BLOCK 2
+#define CTFORMER_SPLIT_EVERYTHING
 #include "alloc_counter.hpp"
 #ifndef CT_ALLOC_SANITIZED
 #include <ctformer/core/thread_pool.hpp>
@@ -231,8 +228,7 @@ TEST_CASE("no heap allocation per call with a thread pool: layer, stack, GPT (tr
     const ct::token prompt[3] = {1, 2, 3};
     for (std::size_t threads : {2u, 3u}) {
         ct::thread_pool pool(threads);  // (its workers: the only allocation, here)
-        sws.executor = pool, sstep.executor = pool, mws.executor = pool, gen.executor = pool, adam.executor = pool;
-        lsws.executor = pool;
+        const ct::use_executor on(pool);
         bool ok = true;
         const std::size_t n = alloc_counter::during([&] {
             const ct::dropout_config dc{0.1f, -1, -1, 3, 4};
@@ -242,7 +238,7 @@ TEST_CASE("no heap allocation per call with a thread pool: layer, stack, GPT (tr
             S::fill_cross_cache(sp, sstep, scc, mem);
             ok = ok && S::step(sp, sstep, scache, scc, x1, y1, ct::causal{}).ok() && scache.truncate_all(0).ok();
             float loss = 0;
-            ct::zero_grad(mg, pool);
+            ct::zero_grad(mg);
             ok = ok && M::forward_train(mp, mws, macts, tok, tar, loss, dc).ok() && M::backward(mp, macts, mws, mg).ok();
             ok = ok && adam.step(mp, mg).ok();
             mcache.reset();

@@ -1,13 +1,14 @@
 // Executors (core/executor.hpp, core/thread_pool.hpp): every part runs exactly once, on the
 // executor's threads; runs back to back (the barrier), more threads than parts, a nested run and
 // two callers at once (run on the caller's thread, no deadlock), a pool destroyed while idle;
-// part_begin's partition. .ci/run also builds this test with ThreadSanitizer.
+// part_begin's partition; use_executor's scopes. .ci/run also builds this test with ThreadSanitizer.
 #include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include <ctformer/core/schedule.hpp>
 #include <ctformer/core/thread_pool.hpp>
 #include <doctest/doctest.h>
 
@@ -111,4 +112,39 @@ TEST_CASE("executor: pools created and destroyed while idle shut down cleanly") 
         ct::thread_pool pool(1 + i % 4);
         if (i % 2) check_all_parts_once(pool, 6);
     }
+}
+
+TEST_CASE("executor: the one door: use_executor scopes nest, a sequential one is honoured, each restores") {
+    // (core/schedule.hpp's cuts read only the calling thread's executor)
+    ct::thread_pool pool(2), other(3);
+    auto parts = [] {  // how many parts a cut of 64 items takes on the calling thread
+        std::atomic<std::size_t> n{0};
+        if (!ct::schedule::split_parts(64, [&](std::size_t, std::size_t) { n.fetch_add(1); })) return std::size_t(1);
+        return n.load();
+    };
+    CHECK(parts() == 1);  // no scope: the calling thread alone
+    {
+        const ct::use_executor on(pool);
+        CHECK(parts() == 2);
+        {
+            const ct::use_executor alone(ct::sequential{});  // nested sequential: honoured
+            CHECK(parts() == 1);
+            {
+                const ct::use_executor inner(other);
+                CHECK(parts() == 3);
+            }
+            CHECK(parts() == 1);
+        }
+        CHECK(parts() == 2);
+        // a part runs with no executor: work inside it never forks again
+        std::atomic<std::size_t> nested{0};
+        CHECK(ct::schedule::split_parts(2, [&](std::size_t, std::size_t) { nested.fetch_add(parts()); }));
+        CHECK(nested.load() == 2);
+        // another thread starts with none: a scope belongs to the thread that opened it
+        std::size_t seen = 0;
+        std::thread t([&] { seen = parts(); });
+        t.join();
+        CHECK(seen == 1);
+    }
+    CHECK(parts() == 1);
 }

@@ -2,17 +2,13 @@
 // 7 threads (more threads than work items in the small shapes) gives bit-for-bit the sequential
 // results — forward, backward, the decoding step, the cross cache's fill, the GPT's training step
 // (optimizers included) and generation, Llama with quantized weights (weight-only and int8 activations) and bf16 caches.
-// Every product and elementwise pass is split here, however small (CTFORMER_PARALLEL_MIN_MACS 1,
-// _MIN_GRAD_ROWS 1, _MIN_ELEMS 1, passes over rows in blocks of 2), so the split paths run on
+// Every product and elementwise pass is split here, however small (CTFORMER_SPLIT_EVERYTHING:
+// core/schedule.hpp's thresholds at 1, passes over rows in blocks of 2), so the split paths run on
 // these shapes: partial panels, row groups, (batch, head) pairs, norms' and embeddings' column
-// blocks, residual, activation, dropout and loss rows. .ci/run also builds this test with ThreadSanitizer.
-#define CTFORMER_PARALLEL_MIN_MACS 1
-#define CTFORMER_PARALLEL_MIN_ELEMS 1
-#define CTFORMER_PARALLEL_MIN_GRAD_ROWS 1
-#define CTFORMER_PARALLEL_ROW_BLOCK 2
-// Layers with weights up to 512 KB run their row stages in row parts; the 200-row block (590 KB)
-// takes the path where each product splits its columns.
-#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(512) * 1024)
+// blocks, residual, activation, dropout and loss rows. Layers with weights up to 512 KB run their
+// row stages in row parts; the 200-row block (590 KB) takes the path where each product splits its
+// columns. .ci/run also builds this test with ThreadSanitizer.
+#define CTFORMER_SPLIT_EVERYTHING
 #include <cstring>
 #include <vector>
 
@@ -51,16 +47,22 @@ struct counting_pool {
     }
 };
 
-// run(ex, out) appends everything the calls produced; each thread count must reproduce the
-// sequential bytes exactly.
+// run(out) appends everything the calls produced, inside a ct::use_executor scope of each
+// executor; each thread count must reproduce the sequential bytes exactly.
 template <class F> void same_for_every_thread_count(const char* what, F&& run) {
     bytes want;
-    run(ct::executor_ref{}, want);
+    {
+        const ct::use_executor on(ct::sequential{});
+        run(want);
+    }
     REQUIRE(!want.empty());
     for (std::size_t threads : {1u, 2u, 3u, 7u}) {
         counting_pool pool(threads);
         bytes got;
-        run(ct::executor_ref(pool), got);
+        {
+            const ct::use_executor on(pool);  // the one door: every call in run() splits over the pool
+            run(got);
+        }
         INFO(std::string(what) << " with " << threads << " threads: " << pool.runs << " parallel regions, " << pool.parts << " parts");
         CHECK((threads == 1) == (pool.runs == 0));
         std::size_t first = 0;
@@ -91,12 +93,11 @@ template <class L, std::size_t B, std::size_t T, std::size_t S> void layer_case(
     ref::randomize_tensor(tgt, 4);
     ref::randomize_tensor(mem, 5);
     ref::randomize_tensor(d_out, 6);
-    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
-        ws.executor = ex, sws3.executor = ex, sws1.executor = ex;
+    same_for_every_thread_count(what, [&](bytes& o) {
         REQUIRE(L::forward(p, ws, tgt, mem, out, ct::causal{}).ok());
         append(o, out);
         const ct::dropout_config dc{0.1f, -1, -1, 7, 8};
-        ct::zero_grad(g, ex);
+        ct::zero_grad(g);
         for (auto& v : d_tgt.storage) v = 0.f;
         for (auto& v : d_mem.storage) v = 0.f;
         REQUIRE(L::forward_train(p, ws, acts, tgt, mem, out, dc, ct::causal{}).ok());
@@ -141,7 +142,7 @@ TEST_CASE("parallel: a small layer's forward runs its row-local work in three ro
     ref::randomize_tensor(tgt, 4);
     ref::randomize_tensor(mem, 5);
     counting_pool pool(2);
-    ws.executor = pool;
+    const ct::use_executor on(pool);
     REQUIRE(L::forward(p, ws, tgt, mem, out, ct::causal{}).ok());
     // q|k|v; the self heads; its output, norm, cross queries and the memory's k|v; the cross heads;
     // the cross output, norm and FFN
@@ -168,8 +169,7 @@ TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200
     ref::randomize(p, 9);
     ref::randomize_tensor(x, 10);
     ref::randomize_tensor(dy, 11);
-    same_for_every_thread_count("200 rows", [&](ct::executor_ref ex, bytes& o) {
-        ws.executor = ex;
+    same_for_every_thread_count("200 rows", [&](bytes& o) {
         REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
         append(o, y);
         ct::zero_grad(g);
@@ -180,7 +180,7 @@ TEST_CASE("parallel: a long sequence (the GEMMs' row blocks and packed rows: 200
     });
     // its weights (590 KB) exceed this file's row-region bound: one region per product, not three a layer
     counting_pool pool(2);
-    ws.executor = pool;
+    const ct::use_executor on(pool);
     REQUIRE(L::forward(p, ws, x, y, ct::causal{}).ok());
     CHECK(pool.runs > 3);
 }
@@ -191,10 +191,15 @@ TEST_CASE("parallel: attention heads cut into parts of their query rows (heads t
     // later rows cost more)
     using A = ct::modules::attention<ct::DecoderOnlyBlock<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<48>>::config>;
     constexpr std::size_t R = ct::attention_row_block;
-    CHECK(A::head_cuts(6, 10 * R, 2) == 1);
-    CHECK(A::head_cuts(3, 10 * R, 2) == 4);
-    CHECK(A::head_cuts(3, 10 * R, 7) == 10);  // (no more parts than row blocks)
-    CHECK(A::head_cuts(1, R, 2) == 1);
+    const auto head_cuts = [](std::size_t n, std::size_t Tq, std::size_t P) {  // (core/schedule.hpp)
+        return ct::schedule::plan_heads(n, Tq, ct::schedule::min_macs, (Tq + R - 1) / R, 0, P).cuts;
+    };
+    CHECK(head_cuts(6, 10 * R, 2) == 1);
+    CHECK(head_cuts(3, 10 * R, 2) == 4);
+    CHECK(head_cuts(3, 10 * R, 7) == 10);  // (no more parts than row blocks)
+    CHECK(head_cuts(1, R, 2) == 1);
+    CHECK(ct::schedule::plan_heads(3, 1, ct::schedule::min_macs, 1, 3, 2).spans == 3);  // a step: key spans
+    CHECK(!ct::schedule::plan_heads(3, 10 * R, ct::schedule::min_macs, 10, 0, 1).split);  // one thread
     for (std::size_t c : {1u, 2u, 4u, 5u, 10u}) {
         std::vector<int> seen(10 * R);
         std::size_t cost[2] = {0, 0};  // a row's keys under a causal mask, by part of c / 2 cuts
@@ -223,18 +228,18 @@ TEST_CASE("parallel: multi-query Llama (one key/value head, 3 query heads): 40-r
     ref::randomize(p, 21);
     for (std::size_t i = 0; i < tok.size; ++i)
         tok.storage[i] = static_cast<ct::token>(i * 11 % 29), tar.storage[i] = static_cast<ct::token>((i * 3 + 2) % 29);
-    same_for_every_thread_count("MQA Llama", [&](ct::executor_ref ex, bytes& o) {
-        tws.executor = ex, gen.executor = ex;
+    same_for_every_thread_count("MQA Llama", [&](bytes& o) {
         float loss = 0;
-        ct::zero_grad(g, ex);
+        ct::zero_grad(g);
         REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
         REQUIRE(M::backward(p, acts, tws, g).ok());
         o.insert(o.end(), reinterpret_cast<unsigned char*>(&loss), reinterpret_cast<unsigned char*>(&loss) + 4);
         append_params(o, g);
         cache.reset();  // (filled with another prompt's keys first, on one thread: a store skipped would read those)
-        gen.executor = {};
-        REQUIRE(M::generate(p, gen, cache, tar.data(), 40, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
-        gen.executor = ex;
+        {
+            const ct::use_executor alone(ct::sequential{});  // (a nested sequential scope is honoured)
+            REQUIRE(M::generate(p, gen, cache, tar.data(), 40, 1, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
+        }
         cache.reset();
         REQUIRE(M::generate(p, gen, cache, tok.data(), 40, 8, ct::sampling{.temperature = 0.8f, .top_k = 4, .seed = 9},
                             [&](ct::token t) {
@@ -261,9 +266,8 @@ template <class... O> void key_spans_case(const char* what) {
     // the prompt prefilled once, on one thread (the steps below are what is compared); each run
     // starts from its copy, whose rows past the prompt are zero: a store skipped reads those
     REQUIRE(M::generate(p, gen, prefilled, prompt, 1100, 0, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok());
-    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+    same_for_every_thread_count(what, [&](bytes& o) {
         cache = prefilled;
-        sws.executor = ex;
         for (std::size_t i = 1100; i < 1110; ++i) {
             tok.storage[0] = prompt[i];
             REQUIRE(M::step(p, sws, cache, tok, logits).ok());
@@ -295,17 +299,16 @@ template <class M> void gpt_case(const char* what) {
     ref::randomize(p0, 12);
     for (std::size_t i = 0; i < tok.size; ++i)
         tok.storage[i] = static_cast<ct::token>(i * 7 % V), tar.storage[i] = static_cast<ct::token>((i * 5 + 1) % V);
-    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
+    same_for_every_thread_count(what, [&](bytes& o) {
         static ct::AdamW<typename M::Params> adam;
         static ct::SGD<typename M::Params> sgd;
         adam = ct::AdamW<typename M::Params>{};
         sgd = ct::SGD<typename M::Params>{};
         sgd.options.momentum = 0.9;
         p = p0;
-        tws.executor = ex, ws.executor = ex, gen.executor = ex, adam.executor = ex, sgd.executor = ex;
         for (int s = 0; s < 2; ++s) {
             float loss = 0;
-            ct::zero_grad(g, ex);
+            ct::zero_grad(g);
             REQUIRE(M::forward_train(p, tws, acts, tok, tar, loss).ok());
             REQUIRE(M::backward(p, acts, tws, g).ok());
             REQUIRE(adam.step(p, g).ok());
@@ -356,8 +359,7 @@ template <class M> void quant_case(const char* what) {
     static ct::Tensor<float, B, T, V> logits;
     static ct::Tensor<ct::token, B, 1> one;
     static ct::Tensor<float, B, 1, V> step_logits;
-    same_for_every_thread_count(what, [&](ct::executor_ref ex, bytes& o) {
-        ws.executor = ex, sws.executor = ex, gen.executor = ex;
+    same_for_every_thread_count(what, [&](bytes& o) {
         REQUIRE(M::forward(p, ws, tokens, logits).ok());
         append(o, logits);
         cache.reset();

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "executor.hpp"
+#include "schedule.hpp"
 #include "status.hpp"
 
 namespace ctformer {
@@ -117,7 +117,7 @@ template <class Drop, class T>
 constexpr void drop_rows(const Drop& drop, T* x, std::size_t rows, std::size_t width, std::size_t ld, std::size_t Tq,
                          dropout_site site, std::size_t first = 0) {
     if constexpr (Drop::enabled)
-        for_each_row(rows, width, [&](std::size_t r) { drop.apply(x + r * ld, width, site, dropout_row_id(first + r, Tq)); });
+        schedule::for_each_row(rows, width, [&](std::size_t r) { drop.apply(x + r * ld, width, site, dropout_row_id(first + r, Tq)); });
 }
 
 }  // namespace ctformer

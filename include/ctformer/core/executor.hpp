@@ -2,14 +2,11 @@
 // no thread, no atomic) or an executor the user hands over (core/thread_pool.hpp, OpenMP, an
 // RTOS's tasks: anything with run() and concurrency()).
 //
-// Work is cut by part_begin() into contiguous parts; a kernel gives each output element to exactly
-// one part and computes it with the same operations in the same order whatever the part, so
-// results are bit-identical for any executor and thread count.
-//
-// Workspaces carry an executor_ref (`ws.executor = pool;`); an entry point makes it the calling
-// thread's current executor for the call (executor_scope), and the kernels ask split_parts().
-// One thread-local pointer instead of an executor argument through every module and kernel; a
-// task runs on a thread whose current executor is sequential, so work never nests.
+// One door: `ct::use_executor on(pool);` makes pool the calling thread's executor for the scope's
+// lifetime (OpenMP-like: every ctformer call the thread makes meanwhile may split over it; an
+// inner scope, sequential included, wins until it ends). The scheduling room (core/schedule.hpp)
+// asks current_executor() and cuts the work; a task runs with no current executor, so work never
+// nests. An executor is a property of the calling thread's code, never of the memory a call uses.
 #pragma once
 #include <concepts>
 #include <cstddef>
@@ -94,102 +91,68 @@ template <class F> void executor_ref::for_each(std::size_t parts, F&& f) const {
     detail::current_executor_v = outer;
 }
 
-// The executor the kernels run on in this thread (sequential unless an entry point set one).
+// The calling thread's executor (sequential unless a use_executor scope set one).
 inline executor_ref current_executor() { return detail::current_executor_v; }
 
-// f(i0, i1) for contiguous parts [i0, i1) of [0, items), one per thread of the current executor;
-// false (nothing done: the caller runs the whole range itself) where it has one thread or there
-// is one item.
-template <class F> inline bool split_parts(std::size_t items, F&& f) {
-    if constexpr (!CTFORMER_THREADS) {
-        return false;
-    } else {
-        const executor_ref ex = detail::current_executor_v;
-        if (!ex.parallel() || items < 2) return false;
-        const std::size_t parts = ex.concurrency() < items ? ex.concurrency() : items;
-        ex.for_each(parts, [&](std::size_t i) { f(part_begin(items, parts, i), part_begin(items, parts, i + 1)); });
-        return true;
-    }
-}
-
-// f(i0, i1) over [0, n) for elementwise work (each element computed alone: any split gives the
-// same values): parts of whole blocks (64 elements unless said) over the current executor where n
-// is at least min_elems, else f(0, n) here.
-template <std::size_t block = 64, class F> constexpr void split_elements(std::size_t n, std::size_t min_elems, F&& f) {
-    if (n >= min_elems && split_parts((n + block - 1) / block, [&](std::size_t b0, std::size_t b1) {
-            f(b0 * block, b1 * block < n ? b1 * block : n);
-        }))
-        return;
-    f(std::size_t(0), n);
-}
-
-// Elements below which an elementwise pass runs on the calling thread alone (a test may define
-// CTFORMER_PARALLEL_MIN_ELEMS 1 to split every pass).
-#ifndef CTFORMER_PARALLEL_MIN_ELEMS
-#define CTFORMER_PARALLEL_MIN_ELEMS (std::size_t(1) << 14)
-#endif
-inline constexpr std::size_t parallel_min_elems = CTFORMER_PARALLEL_MIN_ELEMS;
-
-// Rows per block of split_rows (a test may define CTFORMER_PARALLEL_ROW_BLOCK 2 to split a few rows).
-#ifndef CTFORMER_PARALLEL_ROW_BLOCK
-#define CTFORMER_PARALLEL_ROW_BLOCK 64
-#endif
-
-// Bytes of weights up to which a layer's row-local work runs in row parts (layer.hpp, "row
-// regions"): each core then reads every weight, from its cache or the one they share, where
-// splitting each product's columns hands every row's activations between the cores.
-#ifndef CTFORMER_PARALLEL_ROW_WEIGHT_BYTES
-#define CTFORMER_PARALLEL_ROW_WEIGHT_BYTES (std::size_t(8) << 20)
-#endif
-inline constexpr std::size_t parallel_row_weight_bytes = CTFORMER_PARALLEL_ROW_WEIGHT_BYTES;
-// Rows per block of those row parts: small (a part's share evens out over a few dozen rows), and
-// never more than split_rows' block (a test that shrinks that one to split a few rows shrinks both).
-inline constexpr std::size_t parallel_row_part_block = CTFORMER_PARALLEL_ROW_BLOCK < 4 ? CTFORMER_PARALLEL_ROW_BLOCK : 4;
-
-// f(r0, r1) over rows [0, rows) of `cols` elements each, for work where each row is computed
-// alone: parts of whole blocks of rows where the pass has parallel_min_elems elements, else here.
-template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols, F&& f) {
-    bool many = !std::is_constant_evaluated() && rows * cols >= parallel_min_elems;  // (not const: clang's
-    split_elements<CTFORMER_PARALLEL_ROW_BLOCK>(rows, many ? 0 : rows + 1, f);       // -Wconstant-evaluated)
-}
-
-// f(r) for each row r in [0, rows) (rows of `cols` elements, each computed alone), in split_rows' parts.
-template <class F> constexpr void for_each_row(std::size_t rows, std::size_t cols, F&& f) {
-    split_rows(rows, cols, [&](std::size_t r0, std::size_t r1) {
-        for (std::size_t r = r0; r < r1; ++r) f(r);
-    });
-}
-
-// For its lifetime, ex is the calling thread's current executor (unless ex is sequential: then an
-// enclosing call's stays, so a stack's layers run on the stack's executor); with `alone`, the
-// calling thread runs alone, whatever ex or an enclosing call says.
+// For its lifetime, `ex` is the calling thread's executor: the library's calls on this thread
+// split over it; at its end the enclosing scope's comes back. `ct::use_executor on(ct::sequential{})`
+// (or a default executor_ref) runs the scope on the calling thread alone, whatever encloses it.
+// On bare metal (CTFORMER_THREADS 0) a scope sets nothing: no call splits.
+class use_executor {
 #if CTFORMER_THREADS
-class executor_scope {
     executor_ref saved_{};
     bool set_ = false;
-
-  public:
-    constexpr explicit executor_scope(executor_ref ex, bool alone = false) {
-        if (std::is_constant_evaluated() || (!ex.parallel() && !alone)) return;
-        saved_ = detail::current_executor_v;
-        detail::current_executor_v = alone ? executor_ref{} : ex;
-        set_ = true;
-    }
-    executor_scope(const executor_scope&) = delete;
-    executor_scope& operator=(const executor_scope&) = delete;
-    constexpr ~executor_scope() {
-        if (set_) detail::current_executor_v = saved_;
-    }
-};
-#else
-struct executor_scope {  // (no splits on bare metal: nothing to set)
-    constexpr explicit executor_scope(executor_ref, bool = false) {}
-};
 #endif
 
-// What a workspace adds: the executor its calls run on (default: sequential, today's behaviour).
-struct runs_on {
-    executor_ref executor{};
+  public:
+    constexpr explicit use_executor(executor_ref ex) {
+#if CTFORMER_THREADS
+        if (std::is_constant_evaluated()) return;
+        saved_ = detail::current_executor_v;
+        detail::current_executor_v = ex;
+        set_ = true;
+#else
+        (void)ex;
+#endif
+    }
+    constexpr explicit use_executor(sequential) : use_executor(executor_ref{}) {}
+    use_executor(const use_executor&) = delete;
+    use_executor& operator=(const use_executor&) = delete;
+    constexpr ~use_executor() {
+#if CTFORMER_THREADS
+        if (set_) detail::current_executor_v = saved_;
+#endif
+    }
 };
+
+namespace detail {
+// For its lifetime the calling thread runs alone where `alone` holds (a call too small to split
+// whose parts would only hand data between cores), else keeps its executor.
+class alone_scope {
+#if CTFORMER_THREADS
+    executor_ref saved_{};
+    bool set_ = false;
+#endif
+
+  public:
+    constexpr explicit alone_scope(bool alone) {
+#if CTFORMER_THREADS
+        if (std::is_constant_evaluated() || !alone) return;
+        saved_ = current_executor_v;
+        current_executor_v = executor_ref{};
+        set_ = true;
+#else
+        (void)alone;
+#endif
+    }
+    alone_scope(const alone_scope&) = delete;
+    alone_scope& operator=(const alone_scope&) = delete;
+    constexpr ~alone_scope() {
+#if CTFORMER_THREADS
+        if (set_) current_executor_v = saved_;
+#endif
+    }
+};
+}  // namespace detail
 
 }  // namespace ctformer

@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "executor.hpp"
+#include "schedule.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
@@ -151,11 +151,11 @@ template <class P> constexpr bool all_dense() {
         });
     }
 }
-// Every element of every tensor to zero, each tensor in parts of ex where it is large enough.
-template <class P> void zero_params(P& p, executor_ref ex = {}) {
-    const executor_scope on(ex);
+// Every element of every tensor to zero, each tensor in parts of the calling thread's executor
+// where it is large enough.
+template <class P> void zero_params(P& p) {
     zip_storage([](std::size_t n, auto* x) {
-        split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+        schedule::split_elements(n, [&](std::size_t i0, std::size_t i1) {
             for (std::size_t i = i0; i < i1; ++i) x[i] = 0;
         });
     }, p);

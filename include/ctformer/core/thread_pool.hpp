@@ -2,7 +2,7 @@
 // run an executor's parts (core/executor.hpp) with a fork-join barrier.
 //
 //   ct::thread_pool pool(2);                 // the caller + 1 worker: the only allocation is here
-//   ct::executor_ref ex = pool;              // what workspaces and entry points carry
+//   ct::use_executor on(pool);               // this thread's ctformer calls split over it, until on ends
 //
 // Part i of a run goes to thread i % concurrency() (the caller is thread 0), a static schedule:
 // no queue, no lock, no allocation per run. Waiting spins briefly (a decoding step's parallel

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "elementwise.hpp"
-#include "../core/executor.hpp"
+#include "../core/schedule.hpp"
 #include "../core/panels.hpp"
 
 namespace ctformer::kernels {
@@ -600,39 +600,9 @@ inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t ld
     }
 }
 
-// ---- Parallel parts (core/executor.hpp) ----
-// Multiply-adds below which a product runs on the calling thread alone (a fork-join costs about
-// as much as this much work).
-// (A test may define CTFORMER_PARALLEL_MIN_MACS 1 to split every product.)
-#ifndef CTFORMER_PARALLEL_MIN_MACS
-#define CTFORMER_PARALLEL_MIN_MACS (std::size_t(1) << 17)
-#endif
-inline constexpr std::size_t parallel_min_macs = CTFORMER_PARALLEL_MIN_MACS;
-// Weights (N x K elements) from which a GEMV (1..4 rows) splits: a GEMV streams its weights once,
-// bound by where they come from, so two cores halve it at a quarter of a product's threshold
-// (scripts/performance_notes.md, twentieth session: a small GPT's decoding step).
-#ifndef CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS
-#define CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS (CTFORMER_PARALLEL_MIN_MACS / 4)
-#endif
-inline constexpr std::size_t parallel_min_gemv_weights = CTFORMER_PARALLEL_MIN_GEMV_WEIGHTS;
-// Batch rows (a weight gradient's inner dimension) below which a weight gradient stays on the
-// calling thread: each gradient element then takes few multiply-adds against the rows of X and dY
-// that another core's part has to fetch (scripts/performance_notes.md, twenty-first session).
-#ifndef CTFORMER_PARALLEL_MIN_GRAD_ROWS
-#define CTFORMER_PARALLEL_MIN_GRAD_ROWS 64
-#endif
-inline constexpr std::size_t parallel_min_grad_rows = CTFORMER_PARALLEL_MIN_GRAD_ROWS;
-
-// f(n0, ncols) for parts of whole panels of N columns on the current executor, one part per
-// thread, where the product has at least min_macs multiply-adds (M·N·K); false (nothing done) where
-// it runs here alone. Each column is computed by the same tile code whichever part holds it:
-// results do not depend on the thread count.
-template <class T, class F>
-inline bool split_columns(std::size_t M, std::size_t N, std::size_t K, F&& f, std::size_t min_macs = parallel_min_macs) {
-    constexpr std::size_t NR = gemm_tile<T>::NR;
-    return M * N * K >= min_macs && split_parts((N + NR - 1) / NR, [&](std::size_t p0, std::size_t p1) {
-               f(p0 * NR, (p1 * NR < N ? p1 * NR : N) - p0 * NR);
-           });
+// ---- Parallel parts: cut by the scheduling room (core/schedule.hpp) ----
+template <class T, class F> inline bool split_panels(std::size_t M, std::size_t N, std::size_t K, F&& f) {
+    return schedule::split_panels<gemm_tile<T>::NR>(M, N, K, f);
 }
 
 template <class T, class B, class A, class Act>
@@ -650,7 +620,7 @@ inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, s
         gemv_rows_here(M, nc, K, a, lda, panel_source<B>::at(b, n0 / gemm_tile<T>::NR, K), c + n0, ldc,
                        bias ? bias + n0 : nullptr, act, accumulate);
     };
-    return split_columns<T>(M, N, K, part, M * parallel_min_gemv_weights) ||
+    return schedule::split_gemv<gemm_tile<T>::NR>(M, N, K, part) ||
            gemv_rows_here(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
 }
 template <class T, class B, class A, class Act>
@@ -797,7 +767,7 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
             detail::gemm_panels_packed(M - m0 < mb ? M - m0 : mb, nc, K, a + m0 * lda, lda, b_panels + n0 * K,
                                        c + m0 * ldc + n0, ldc, bias ? bias + n0 : nullptr, act, task_pack, accumulate);
     };
-    if (!detail::split_columns<T>(M, N, K, part))
+    if (!detail::split_panels<T>(M, N, K, part))
         detail::gemm_panels_packed(M, N, K, a, lda, b_panels, c, ldc, bias, act, pack, accumulate);
 }
 
@@ -859,8 +829,7 @@ inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T*
         tn(m1 - m0, N, K, a + m0, lda, b, ldb, c_panels + m0 * gemm_tile<T>::NR, M, static_cast<const T*>(nullptr),
            identity_op{}, +task_pack, true, std::size_t(0), N);
     };
-    if (M * N * K < detail::parallel_min_macs || K < detail::parallel_min_grad_rows ||
-        !split_parts((M + step - 1) / step, part))
+    if (!schedule::split_grad_rows(M, N, K, step, part))
         tn(M, N, K, a, lda, b, ldb, c_panels, std::size_t(0), static_cast<const T*>(nullptr), identity_op{}, pack, true,
            std::size_t(0), N);
 }
@@ -897,7 +866,7 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
             nt(M - m0 < mb ? M - m0 : mb, N, K, a + m0 * lda, lda, p_panels, std::size_t(0), c + m0 * ldc, ldc,
                static_cast<const T*>(nullptr), identity_op{}, +task_pack, accumulate, n0, n0 + nc);
     };
-    if (!detail::split_columns<T>(M, N, K, part))
+    if (!detail::split_panels<T>(M, N, K, part))
         nt(M, N, K, a, lda, p_panels, std::size_t(0), c, ldc, static_cast<const T*>(nullptr), identity_op{}, pack, accumulate,
            std::size_t(0), N);
 }
@@ -905,7 +874,7 @@ inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 // Column sums: acc: (N) += Σ_r x[r, :] (x: (rows, N) at ldx): a bias's gradient. Columns in
 // 16-wide blocks over the current executor: each column adds its rows in order, whatever the split.
 template <class T> inline void add_column_sums(T* acc, const T* x, std::size_t rows, std::size_t N, std::size_t ldx) {
-    split_elements<16>(N, rows * N >= parallel_min_elems ? 0 : N + 1, [&](std::size_t c0, std::size_t c1) {
+    schedule::split_columns(rows, N, [&](std::size_t c0, std::size_t c1) {
         for (std::size_t r = 0; r < rows; ++r) add_inplace(acc + c0, x + r * ldx + c0, c1 - c0);
     });
 }

@@ -207,7 +207,7 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
             alignas(64) float task_pack[detail::task_pack_elems<float>];
             columns(n0, ncols, task_pack, detail::task_row_block<float>(M, K, lda));
         };
-        if (!detail::split_columns<float>(M, N, K, part)) columns(0, N, pack, M);
+        if (!detail::split_panels<float>(M, N, K, part)) columns(0, N, pack, M);
     }
 }
 

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "../core/quant.hpp"
+#include "../core/schedule.hpp"
 #include "../simd/dot.hpp"
 #include "gemm.hpp"
 
@@ -237,8 +238,7 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
     constexpr std::size_t chunk = gemm_tile<float>::compact ? 256 : 1024;  // inputs quantized at a time
     constexpr std::size_t rows = small_m_rows;
     // More rows: parts of whole groups of four rows over the current executor, each quantizing its own
-    if (M > rows && M * N * K >= detail::parallel_min_macs &&
-        split_parts((M + rows - 1) / rows, [&](std::size_t g0, std::size_t g1) {
+    if (schedule::split_row_groups(M, N, K, rows, [&](std::size_t g0, std::size_t g1) {
             const std::size_t m0 = g0 * rows, m1 = g1 * rows < M ? g1 * rows : M;
             gemm_panels_int8(m1 - m0, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc, bias, act, accumulate);
         }))

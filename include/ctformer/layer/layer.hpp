@@ -28,6 +28,7 @@
 #include "../modules/linear.hpp"
 #include "../modules/norm.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 #include "params.hpp"
 #include "roles.hpp"
 #include "../core/status.hpp"
@@ -297,8 +298,8 @@ template <class Cfg> struct Layer {
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
-        const executor_scope on(ws.executor, !std::is_same_v<Acts, void> && train_alone(B * Tq));
         const std::size_t M = B * Tq;
+        const detail::alone_scope alone(runs_alone(M, !std::is_same_v<Acts, void>));
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
         const bool parts = in_row_parts(M);
@@ -373,13 +374,18 @@ template <class Cfg> struct Layer {
         }
     }
 
-    // A training call over fewer rows than a weight gradient splits (kernels/gemm.hpp) runs on the
-    // calling thread alone: its backward would run there anyway, reading back on one core what the
-    // forward's parts wrote on two.
-    static constexpr bool train_alone(std::size_t rows) { return rows < kernels::detail::parallel_min_grad_rows; }
+    // Whether a call over M rows runs on the calling thread alone (core/schedule.hpp): a training
+    // call whose weight gradients would not split (its backward would read back on one core what
+    // the forward's parts wrote on two), or a call of more rows than a GEMV's whose whole work is
+    // too small to pay its stages' fork-joins (decoding steps keep the GEMVs' own rule).
+    static constexpr std::size_t weight_macs_per_row = parameter_count<Params>();
+    static constexpr bool runs_alone(std::size_t M, bool training) {
+        return (training && schedule::train_alone(M)) ||
+               (M > kernels::small_m_rows && schedule::call_alone(M * weight_macs_per_row));
+    }
 
     // ---- Row regions ----
-    // Where the layer's weights are a few MB at most (parallel_row_weight_bytes) and a part's
+    // Where the layer's weights are a few MB at most (schedule::row_weight_bytes) and a part's
     // scratch fits its stack, a forward runs each row stage as one parallel region over parts of
     // the rows (in chunks of part_rows, with their own scratch on the part's stack): a row's
     // activations then stay on one core from a stage's first product to its last, where
@@ -393,20 +399,17 @@ template <class Cfg> struct Layer {
     };
     static constexpr std::size_t part_rows = 32;
     static constexpr std::size_t part_pack_elems = kernels::gemm_pack_elems<T>(part_rows, D > F ? D : F);
-    static constexpr bool row_parts_fit = !Cfg::quantized && sizeof(Params) <= parallel_row_weight_bytes &&
-                                          (part_pack_elems + part_rows * FFN::ldh) * sizeof(T) <= 256 * 1024;
+    static constexpr bool row_parts_fit =
+        !Cfg::quantized && schedule::row_regions_fit(sizeof(Params), (part_pack_elems + part_rows * FFN::ldh) * sizeof(T));
     static constexpr bool in_row_parts(std::size_t M) {
-        if constexpr (!row_parts_fit || !CTFORMER_THREADS) {
-            return false;
-        } else {
-            return !std::is_constant_evaluated() && M >= 2 * parallel_row_part_block && current_executor().parallel();
-        }
+        if constexpr (!row_parts_fit) return false;
+        else return !std::is_constant_evaluated() && schedule::in_row_regions(M);
     }
-    // stage(r0, r1, scratch) over rows [0, n): in parts of the current executor, or here at once.
+    // stage(r0, r1, scratch) over rows [0, n): in row regions (core/schedule.hpp), or here at once.
     template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
         if constexpr (row_parts_fit) {
-            constexpr std::size_t rb = parallel_row_part_block;
-            if (parts && split_parts((n + rb - 1) / rb, [&](std::size_t b0, std::size_t b1) {
+            constexpr std::size_t rb = schedule::row_part_block;
+            if (parts && schedule::split_row_regions(n, [&](std::size_t b0, std::size_t b1) {
                     alignas(64) T pack[part_pack_elems], hidden[part_rows * FFN::ldh];
                     const std::size_t end = b1 * rb < n ? b1 * rb : n;
                     for (std::size_t r = b0 * rb; r < end; r += part_rows)
@@ -416,14 +419,14 @@ template <class Cfg> struct Layer {
         }
         stage(std::size_t(0), n, whole);
     }
-    // y: (rows, D) = x, and y = a + b (y may alias a): rows in parts of the current executor
+    // y: (rows, D) = x, and y = a + b (y may alias a): rows in parts
     static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
-        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
+        schedule::split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
             for (std::size_t i = r0 * D; i < r1 * D; ++i) y[i] = x[i];
         });
     }
     static constexpr void add_rows(T* y, const T* a, const T* b, std::size_t rows) {
-        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
+        schedule::split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
             kernels::add(y + r0 * D, a + r0 * D, b + r0 * D, (r1 - r0) * D);
         });
     }
@@ -454,7 +457,7 @@ template <class Cfg> struct Layer {
     static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
                               const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
         constexpr std::size_t M = B * Tq;
-        const executor_scope on(ws.executor, train_alone(M));
+        const detail::alone_scope alone(schedule::train_alone(M));
         T* const grad = ws.grad;
         copy_rows(d_out, grad, M);
         const typename Attn::grad_scratch sc{ws.qkv(), nullptr, ws.ctx(), ws.kt, ws.vt, ws.tiles, ws.train_pack()},
@@ -565,7 +568,6 @@ template <class Cfg> struct Layer {
         static_assert(Mem::rank == 3 && Mem::shape[0] == B && Mem::shape[1] == S && Mem::shape[2] == D,
                       "ctformer: memory must be (batch, src_len, d_model) matching the cross cache");
         constexpr std::size_t R = StepWorkspace<B, C>::fill_rows;
-        const executor_scope on(ws.executor);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;

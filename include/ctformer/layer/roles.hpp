@@ -4,15 +4,14 @@
 //
 // Each role is one list of members (a *_buffers struct) and a thin type over it whose `bytes` is
 // the list's sizeof: the byte size is never restated by hand. All sizes are compile-time
-// constants; place the objects in static storage or memory you own. Workspaces also say which
-// executor their calls run on (runs_on: core/executor.hpp; default: the calling thread alone).
+// constants; place the objects in static storage or memory you own. (Which threads a call runs on
+// is the calling thread's business: ct::use_executor, core/executor.hpp.)
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
 #include "../core/dropout.hpp"
-#include "../core/executor.hpp"
 #include "../core/role_size.hpp"
 #include "../kernels/gemm.hpp"
 #include "../modules/attention.hpp"
@@ -147,7 +146,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct activa
 }  // namespace detail
 
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
-struct Workspace : detail::workspace_buffers<Cfg, B, Tq, S>, runs_on, sized_role<Workspace<Cfg, B, Tq, S>> {};
+struct Workspace : detail::workspace_buffers<Cfg, B, Tq, S>, sized_role<Workspace<Cfg, B, Tq, S>> {};
 
 // A Workspace that also serves backward (forward_train and backward share it).
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
@@ -162,7 +161,7 @@ struct TrainWorkspace : Workspace<Cfg, B, Tq, S>, detail::train_buffers<Cfg, B, 
 };
 
 template <class Cfg, std::size_t B, std::size_t Chunk>
-struct StepWorkspace : detail::step_buffers<Cfg, B, Chunk>, runs_on, sized_role<StepWorkspace<Cfg, B, Chunk>> {};
+struct StepWorkspace : detail::step_buffers<Cfg, B, Chunk>, sized_role<StepWorkspace<Cfg, B, Chunk>> {};
 
 template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S = Tq>
 struct Activations : detail::activation_buffers<Cfg, B, Tq, S>, sized_role<Activations<Cfg, B, Tq, S>> {

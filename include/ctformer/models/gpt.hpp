@@ -25,6 +25,7 @@
 #include "../modules/embedding.hpp"
 #include "../modules/linear.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 #include "stack.hpp"
 #include "sampling.hpp"
 
@@ -144,7 +145,6 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     // errc::out_of_range (nothing written) if a token is not in [0, V).
     template <class Tok, class Logits, std::size_t B, std::size_t Tq>
     static status forward(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, Logits& logits) {
-        const executor_scope on(ws.executor);
         check_tokens<Tok, B, Tq>();
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == Tq && Logits::shape[2] == V,
@@ -164,7 +164,6 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Tgt, std::size_t B, std::size_t Tq>
     static status forward_train(const Params& p, TrainWorkspace<B, Tq>& ws, Activations<B, Tq>& acts, const Tok& tokens,
                                 const Tgt& targets, T& loss, const dropout_config& dc = {0.0f, 0.0f, 0.0f, 0, 0}) {
-        const executor_scope on(ws.executor);
         check_tokens<Tok, B, Tq>();
         check_tokens<Tgt, B, Tq>();
         constexpr std::size_t M = B * Tq;
@@ -187,7 +186,6 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Tgt, class Logits, std::size_t B, std::size_t Tq>
     static status evaluate(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, const Tgt& targets, Logits& logits,
                            T& loss) {
-        const executor_scope on(ws.executor);
         check_tokens<Tgt, B, Tq>();
         if (status st = check_targets(targets.data(), B * Tq); !st) return st;
         if (status st = forward(p, ws, tokens, logits); !st) return st;
@@ -201,11 +199,10 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t B, std::size_t Tq>
     static status backward(const Params& p, const Activations<B, Tq>& acts, TrainWorkspace<B, Tq>& ws, Grads& g,
                            T loss_scale = T(1)) {
-        const executor_scope on(ws.executor);
         constexpr std::size_t M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
         const T scale = acts.count ? loss_scale / static_cast<T>(acts.count) : T(0);
-        for_each_row(M, V, [&](std::size_t m) {  // each row alone
+        schedule::for_each_row(M, V, [&](std::size_t m) {  // each row alone
             T* dl = ws.dlogits + m * V;
             if (acts.targets[m] == ignore_index)
                 for (std::size_t j = 0; j < V; ++j) dl[j] = T(0);
@@ -215,7 +212,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         });
         modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                   ws.dhidden, false, ws.head_pack);
-        for_each_row(M, D, [&](std::size_t r) {
+        schedule::for_each_row(M, D, [&](std::size_t r) {
             for (std::size_t k = r * D; k < (r + 1) * D; ++k) ws.dx[k] = T(0);
         });
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
@@ -223,8 +220,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if (status st = Stack::backward(stack(p), acts.stack, ws, dh, stack(g), dx, causal{}); !st) return st;
         // the embeddings' gradients by 16-column blocks, rows in order in each (repeated tokens add
         // up in the same order on any executor)
-        bool many = M * D >= parallel_min_elems;
-        split_elements<16>(D, many ? 0 : D + 1, [&](std::size_t d0, std::size_t d1) {
+        schedule::split_columns(M, D, [&](std::size_t d0, std::size_t d1) {
             for (std::size_t m = 0; m < M; ++m) {
                 modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D, d0, d1);
                 if constexpr (learned_positions)
@@ -242,7 +238,6 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
     static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                               Logits& logits, const std::array<std::size_t, B>& count) {
-        const executor_scope on(ws.executor);
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == C && Logits::shape[2] == V,
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
@@ -264,7 +259,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     }
 
     // ---- Generation (batch 1): prefill the prompt in chunks of C, then one token per step ----
-    template <std::size_t C> struct GenerateWorkspace : runs_on, sized_role<GenerateWorkspace<C>> {
+    template <std::size_t C> struct GenerateWorkspace : sized_role<GenerateWorkspace<C>> {
         StepWorkspace<1, C> prefill;
         StepWorkspace<1, 1> decode;
         Tensor<T, 1, 1, V> next_logits;  // the logits of the last token fed
@@ -285,7 +280,6 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     template <std::size_t C, std::size_t Cap, class F>
     static status generate(const Params& p, GenerateWorkspace<C>& ws, KVCache<1, Cap>& cache, const token* prompt,
                            std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
-        const executor_scope on(ws.executor);
         if (status st = s.validate(); !st) return st;
         if (n_prompt == 0) return status::error(errc::out_of_range, "prompt");
         if (n_prompt > Cap - cache.length(0)) return status::error(errc::cache_full);  // (no wrap)
@@ -361,7 +355,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     // loss alone (rows in parts of the current executor) into row_loss: (M) scratch, then their sum
     // in row order.
     static T mean_cross_entropy(T* logits, const token* targets, std::size_t M, std::size_t& count, T* row_loss) {
-        for_each_row(M, V, [&](std::size_t m) {
+        schedule::for_each_row(M, V, [&](std::size_t m) {
             if (targets[m] != ignore_index)
                 row_loss[m] = modules::cross_entropy::forward_row(logits + m * V, V, static_cast<std::size_t>(targets[m]));
         });

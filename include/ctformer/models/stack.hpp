@@ -25,6 +25,7 @@
 
 #include "../layer/layer.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 
 namespace ctformer {
 
@@ -299,7 +300,6 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
                                  F&& layer) {
         constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
-        const executor_scope on(ws.executor);
         T* cur = ws.grad_rows[0];
         if constexpr (FinalNorm) NormM::backward(p.norm, g.norm, acts.final_in, d_out.data(), cur, M, false);
         else
@@ -310,7 +310,7 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
                 layer(i, dy, d_tgt);
             } else {
                 T* next = cur == ws.grad_rows[0] ? ws.grad_rows[1] : ws.grad_rows[0];
-                for_each_row(M, D, [&](std::size_t r) {
+                schedule::for_each_row(M, D, [&](std::size_t r) {
                     for (std::size_t k = r * D; k < (r + 1) * D; ++k) next[k] = T(0);
                 });
                 auto dx = view<B, Tq, D>(next);

@@ -9,6 +9,7 @@
 
 #include "../core/dropout.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 #include "../kernels/attention.hpp"
 #include "../kernels/rope.hpp"
 #include "linear.hpp"
@@ -275,23 +276,22 @@ template <class Cfg> struct attention {
             }
         };
         bool stored = false;
-        if (!std::is_constant_evaluated() && n * Tq * keys * (2 * Dh + score_macs) >= kernels::detail::parallel_min_macs) {
-            const std::size_t P = current_executor().concurrency();
-            // heads that do not share evenly: a step's by key spans, other calls' by query-row parts
-            const std::size_t ks = states && Tq == 1 && n % P != 0 ? query_spans(keys) : 1;
-            const std::size_t c = ks > 1 ? 1 : head_cuts(n, Tq, P), parts = P < n * c ? P : n * c;
-            bool whole = c == 1 && ks == 1;  // every group in one part
-            for (std::size_t i = 1; i < parts; ++i) whole = whole && part_begin(n, parts, i) % Gs == 0;
-            if (!std::is_same_v<S, no_store> && !whole) {
+        if (!std::is_constant_evaluated()) {
+            const std::size_t work = n * Tq * keys * (2 * Dh + score_macs);
+            const schedule::head_plan plan = schedule::plan_heads(n, Tq, work, row_blocks(Tq), states ? query_spans(keys) : 0,
+                                                                   schedule::threads());
+            if (!plan.split) return run(0, n, 1, true, scores);
+            const std::size_t c = plan.cuts, ks = plan.spans;
+            if (!std::is_same_v<S, no_store> && !schedule::whole_groups(plan, n, Gs)) {
                 const std::size_t groups = n / Gs, per_row = heads / Gs;
                 const auto store_all = [&](std::size_t i0, std::size_t i1) {
                     for (std::size_t i = i0; i < i1; ++i) store(i / per_row, i % per_row);
                 };
-                const bool split = groups * Tq * 2 * Dh >= parallel_min_elems;
-                if (!split || !split_parts(groups, store_all)) store_all(0, groups);
+                const bool split = groups * Tq * 2 * Dh >= schedule::min_elems;
+                if (!split || !schedule::split_parts(groups, store_all)) store_all(0, groups);
                 stored = true;
             }
-            if (ks > 1 ? by_key_spans(n, heads, ks, states, scores, f) : split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
+            if (ks > 1 ? by_key_spans(n, heads, ks, states, scores, f) : schedule::split_parts(n * c, [&](std::size_t u0, std::size_t u1) {
                     alignas(64) T tile[score_elems];
                     run(u0, u1, c, !stored, tile);
                 }))
@@ -302,7 +302,7 @@ template <class Cfg> struct attention {
     // f over the (head, key span) units in parts, then each head's spans merged here, in key order
     template <class F>
     static bool by_key_spans(std::size_t n, std::size_t heads, std::size_t ks, T* states, T* scores, const F& f) {
-        if (!split_parts(n * ks, [&](std::size_t u0, std::size_t u1) {
+        if (!schedule::split_parts(n * ks, [&](std::size_t u0, std::size_t u1) {
                 alignas(64) T tile[score_elems];
                 for (std::size_t u = u0; u < u1; ++u)
                     f(u / ks / heads, u / ks % heads, query_rows{}, tile, key_spans<T>{states + u / ks * span_state_elems, u % ks});
@@ -313,18 +313,10 @@ template <class Cfg> struct attention {
         return true;
     }
     static constexpr std::size_t row_blocks(std::size_t Tq) { return (Tq + attention_row_block - 1) / attention_row_block; }
-    // Parts of a head's rows where its n heads do not share evenly among P threads (SmolLM's 9
-    // heads on 2, 3 heads on 7, one on any): 2 per thread, of whole row blocks.
-    static constexpr std::size_t head_cuts(std::size_t n, std::size_t Tq, std::size_t P) {
-        const std::size_t blocks = row_blocks(Tq);
-        return n % P == 0 ? 1 : (2 * P < blocks ? 2 * P : blocks);
-    }
-    // Part j of c of a head's Tq rows: the first with the last, the second with the one before it,
-    // ... (under a causal mask a later row sees more keys: each pair costs about the same)
+    // Part j of c of a head's Tq rows (schedule::head_row_blocks: causal rows paired to cost alike)
     static constexpr query_rows head_rows(std::size_t j, std::size_t c, std::size_t Tq) {
-        const std::size_t blocks = row_blocks(Tq);
-        const std::size_t k = j % 2 == 0 ? j / 2 : c - 1 - j / 2;
-        return {k * blocks / c * attention_row_block, (k + 1) * blocks / c * attention_row_block};
+        const schedule::block_range r = schedule::head_row_blocks(j, c, row_blocks(Tq));
+        return {r.first * attention_row_block, r.end * attention_row_block};
     }
 
     // Cross-attention's queries of rows [r0, r1): q rows = x rows · Wqᵀ + bq (Wq: the first D rows
@@ -456,8 +448,8 @@ template <class Cfg> struct attention {
     static void for_head_grads(std::size_t B, std::size_t heads, std::size_t Tq, std::size_t S, const grad_scratch& s, F&& f) {
         const std::size_t n = B * heads, kv = (Dh * S + 63) / 64 * 64;  // (whole lines)
         const bool fits = 2 * kv + attention_backward_tile_elems <= grad_task_elems;
-        if (fits && n * Tq * S * Dh >= kernels::detail::parallel_min_macs &&
-            split_parts(n, [&](std::size_t i0, std::size_t i1) {
+        if (fits && n * Tq * S * Dh >= schedule::min_macs &&
+            schedule::split_parts(n, [&](std::size_t i0, std::size_t i1) {
                 alignas(64) T buf[grad_task_elems];
                 for (std::size_t i = i0; i < i1; ++i) f(i / heads, i % heads, head_scratch<T>{buf, buf + kv, buf + 2 * kv});
             }))

@@ -9,6 +9,7 @@
 
 #include "../core/dropout.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 #include "../kernels/elementwise.hpp"
 #include "activations.hpp"
 #include "linear.hpp"
@@ -74,9 +75,9 @@ template <class Cfg> struct feed_forward {
     }
 
   private:
-    // h: (rows, F) at ldh = act(u) (rows in parts of the current executor: each row alone)
+    // h: (rows, F) at ldh = act(u) (rows in parts: each row alone)
     static constexpr void activate_rows(const T* u, T* h, std::size_t rows) {
-        for_each_row(rows, F, [&](std::size_t r) { kernels::map(u + r * ldh, h + r * ldh, F, Act{}); });
+        schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::map(u + r * ldh, h + r * ldh, F, Act{}); });
     }
     template <class Drop>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
@@ -106,7 +107,7 @@ template <class Cfg> struct feed_forward {
         // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
+        schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
         linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
                          accumulate, pack);
     }
@@ -123,7 +124,7 @@ template <class Cfg> struct feed_forward {
         } else {
             linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), hidden, ldh, pack, Act{});
             linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), hidden + F, ldh, pack);
-            for_each_row(rows, F, [&](std::size_t r) { kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F); });
+            schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F); });
         }
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, first);
         linear::forward(p.down_proj.weight, 0, 1, hidden, rows, p.down_proj.bias_data(), out, D, pack,
@@ -131,7 +132,7 @@ template <class Cfg> struct feed_forward {
     }
     // h: (rows, F) at ldh = act(u's gate) ∘ u's up
     static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
-        for_each_row(rows, F, [&](std::size_t r) {
+        schedule::for_each_row(rows, F, [&](std::size_t r) {
             kernels::map(u + r * ldh, h + r * ldh, F, Act{});
             kernels::mul_inplace(h + r * ldh, u + r * ldh + F, F);
         });
@@ -147,7 +148,7 @@ template <class Cfg> struct feed_forward {
                          static_cast<T*>(nullptr), false, pack, ldh);
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.down_proj.weight.panels(), hidden, ldh, pack, false);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        for_each_row(rows, F, [&](std::size_t r) {
+        schedule::for_each_row(rows, F, [&](std::size_t r) {
             T* dh = hidden + r * ldh;  // -> d_gate
             T* d_up = dh + F;
             const T* gate = u + r * ldh;

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "../core/executor.hpp"
+#include "../core/schedule.hpp"
 #include "../core/tensor.hpp"
 #include "../kernels/gemm.hpp"
 #include "../kernels/norm.hpp"
@@ -128,10 +128,10 @@ template <class Cfg> struct norm {
     static constexpr std::size_t D = Cfg::d_model;
     static constexpr T eps() { return static_cast<T>(Cfg::eps); }
 
-    // y: (rows, D) = norm(x: (rows, D)); y may alias x. Rows in parts of the current executor (a
+    // y: (rows, D) = norm(x: (rows, D)); y may alias x. Rows in parts (core/schedule.hpp; a
     // row's result does not depend on its part or its place in the vector path's group).
     template <class NP> static constexpr void forward(const NP& np, const T* x, T* y, std::size_t rows) {
-        split_rows(rows, D, [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
+        schedule::split_rows(rows, D, [&](std::size_t r0, std::size_t r1) { rows_here(np, x + r0 * D, y + r0 * D, r1 - r0); });
     }
     template <class NP> static constexpr void rows_here(const NP& np, const T* x, T* y, std::size_t rows) {
         if constexpr (requires { Policy::template apply_rows<D>(np, x, y, rows, eps()); })
@@ -153,10 +153,10 @@ template <class Cfg> struct norm {
             // Many rows on several threads: the parameters' gradients by 16-column blocks (each
             // summing the rows in order, as the row loop below does), then dx by rows.
             constexpr std::size_t cb = 16;
-            if (rows * D >= parallel_min_elems && split_parts((D + cb - 1) / cb, [&](std::size_t b0, std::size_t b1) {
+            if (rows * D >= schedule::min_elems && schedule::split_parts((D + cb - 1) / cb, [&](std::size_t b0, std::size_t b1) {
                     Policy::template backward_params<D>(np, g, x, dy, rows, b0 * cb, b1 * cb < D ? b1 * cb : D, eps());
                 })) {
-                for_each_row(rows, D, [&](std::size_t r) {
+                schedule::for_each_row(rows, D, [&](std::size_t r) {
                     Policy::template backward_input<D>(np, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
                 });
                 return;

@@ -4,10 +4,10 @@
 //
 //   static ct::AdamW<Model::Params> opt;               // state: exp_avg, exp_avg_sq, step (reflected:
 //   opt.options.lr = 3e-4;                             //   checkpoints save it, checkpoint.hpp)
-//   ct::zero_grad(grads, pool);  /* forward_train + backward per micro-batch */
+//   ct::zero_grad(grads);  /* forward_train + backward per micro-batch */
 //   ct::clip_grad_norm(grads, 1.0);
 //   opt.step(params, grads, ct::cosine_warmup{3e-4, 100, 2000});
-//   opt.executor = pool;                              // optional: tensors split over its threads
+// (Inside a `ct::use_executor on(pool);` scope, each tensor's update splits over the pool's threads.)
 //
 // Each update runs elementwise over the raw storage (zip_storage): the panel padding of a packed
 // weight is zero in params, grads and state, and every update keeps it zero.
@@ -19,16 +19,16 @@
 #include <type_traits>
 
 #include "../kernels/optim.hpp"
-#include "../core/executor.hpp"
 #include "../core/reflect.hpp"
+#include "../core/schedule.hpp"
 #include "../core/status.hpp"
 #include "../core/tensor.hpp"
 
 namespace ctformer {
 
 // PyTorch's optimizer.zero_grad() (set_to_none aside): every gradient to zero, each tensor in
-// parts of ex (the optimizer's executor, say) where it is large enough.
-template <class P> void zero_grad(P& grads, executor_ref ex = {}) { zero_params(grads, ex); }
+// parts of the calling thread's executor where it is large enough.
+template <class P> void zero_grad(P& grads) { zero_params(grads); }
 
 // torch.nn.utils.clip_grad_norm_(grads, max_norm): the global L2 norm over every gradient; if it
 // exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6). Returns the norm before
@@ -111,7 +111,6 @@ template <class P> struct SGD {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(SGD, (P, momentum_buffer), (Tensor<double, 1>, step_count));
     sgd_options options{};
-    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any executor
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
@@ -127,12 +126,11 @@ template <class P> struct SGD {
             }))
             return status::error(errc::invalid_option, "lr");  // a value beyond the dtype's range
         const bool first = step_count.storage[0] == 0;
-        const executor_scope on(executor);
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* buf) {
             using T = std::remove_cvref_t<decltype(*p)>;
             const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
             const T damp = static_cast<T>(1 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-            split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+            schedule::split_elements(n, [&](std::size_t i0, std::size_t i1) {
                 for (std::size_t i = i0; i < i1; ++i) {
                     T d = o.weight_decay != 0 ? std::fma(wd, p[i], g[i]) : g[i];
                     if (o.momentum != 0) {
@@ -179,7 +177,6 @@ template <class P> struct AdamW {
     static_assert(all_dense<P>(), "ctformer: optimizers update dense weights: quantized params (ct::weights<...>) are for inference");
     BOOST_HANA_DEFINE_STRUCT(AdamW, (P, exp_avg), (P, exp_avg_sq), (Tensor<double, 1>, step_count));
     adamw_options options{};
-    executor_ref executor{};  // where step runs (core/executor.hpp): elementwise, the same values on any executor
 
     std::size_t steps() const {
         const double t = step_count.storage[0];
@@ -204,10 +201,9 @@ template <class P> struct AdamW {
                 return sc.bias_correction2_sqrt > 0 && detail::finite(sc.neg_step) && detail::finite(sc.decay);
             }))
             return status::error(errc::invalid_option, "lr");  // lr / (1 - beta1^t) beyond the dtype's range
-        const executor_scope on(executor);
         zip_storage([&](std::size_t n, auto* p, const auto* g, auto* m, auto* v) {
             using T = std::remove_cvref_t<decltype(*p)>;
-            split_elements(n, parallel_min_elems, [&](std::size_t i0, std::size_t i1) {
+            schedule::split_elements(n, [&](std::size_t i0, std::size_t i1) {
                 kernels::adamw_update(i1 - i0, p + i0, g + i0, m + i0, v + i0, scalars(T{}));
             });
         }, params, grads, exp_avg, exp_avg_sq);
