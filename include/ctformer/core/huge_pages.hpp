@@ -1,12 +1,11 @@
 // ctformer/core/huge_pages.hpp — asking the OS to back the big roles with 2 MB pages.
 //
 // ctformer never allocates: params, workspaces, activations and caches live where the user puts
-// them. A layer's forward touches all of them once per call (the base layer: 16 MB of weights and
-// ~5 MB of buffers, ~5,000 4 KB pages, more than the 3,072 entries of Zen 4's second-level TLB),
-// and the GEMMs' output rows lie kilobytes apart, each row tile on a dozen pages. On Linux, memory
-// the user owns can be backed by transparent huge pages (madvise(MADV_HUGEPAGE); the kernel's
-// default mode, "madvise", gives them to nothing else): measured on AVX-512 Zen 4, the base
-// layer's forward 2-3% faster (docs/api.md).
+// them. A layer's forward touches all of them once per call (more 4 KB pages than a second-level
+// TLB holds, for the larger layers), and the GEMMs' output rows lie kilobytes apart, each row tile
+// on a dozen pages. On Linux, memory the user owns can be backed by transparent huge pages
+// (madvise(MADV_HUGEPAGE); the kernel's default mode, "madvise", gives them to nothing else):
+// docs/api.md has what it gains.
 //
 //   alignas(ct::huge_page_alignment<Layer::Params>) static Layer::Params params;
 //   ct::advise_huge_pages(params);  // before its first write
@@ -14,8 +13,8 @@
 // Only the whole 2 MB pages inside the object are advised (never memory beside it, so a small or
 // unaligned object gets none and costs nothing extra). huge_page_alignment aligns objects of 2 MB
 // and more to 2 MB (every whole page of them then advised) and leaves smaller ones as they are:
-// small objects all aligned to 2 MB start on the same cache sets (the tiny layer's training step
-// and decoding step ran 4-8% slower so, AVX-512 Zen 4). The kernel backs a page with a huge one at
+// small objects all aligned to 2 MB start on the same cache sets (slower: performance_notes.md).
+// The kernel backs a page with a huge one at
 // its first touch: advise before loading the weights or zeroing the buffers (memory already
 // touched is collapsed later, if ever, by khugepaged). No allocation, no exception; elsewhere than
 // Linux, errc::not_supported and nothing changes.

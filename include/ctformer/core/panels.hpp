@@ -24,9 +24,8 @@ template <class T> struct gemm_tile {
     // The K block where neither operand is packed (weights in panel layout against rows of a read
     // in place): nothing in the scratch depends on it. With 512-bit vectors a (KC x NR) block of b
     // is 32 KB, all of L1 on its own, so the row tiles read it from L2 whatever its length; 4·KC
-    // (128 KB) loads and stores c's register tile a quarter as often. Interleaved A/B on Zen 4
-    // against KC: the base layer's GEMMs 0.1-2.1% faster, layer/base 0.7-1.5%. Narrower vectors keep
-    // KC: their 16 KB block stays in L1 beside a's rows (AVX2 at 8·KC: gpt's layer 6% slower).
+    // (128 KB) loads and stores c's register tile a quarter as often. Narrower vectors keep KC:
+    // their 16 KB block stays in L1 beside a's rows (scripts/performance_notes.md).
     static constexpr std::size_t KC_in_place = W * sizeof(T) >= 64 ? 4 * KC : KC;
     // Scalar kernels (microcontrollers: code size counts, no caches to hide) compile fewer tile
     // variants: row remainders run one row at a time, the GEMV reads one panel at a time.
@@ -35,8 +34,7 @@ template <class T> struct gemm_tile {
 
 // Row stride (elements) for a row-major buffer of n columns whose rows a GEMM reads side by side
 // (a register tile's MR rows in place): n, padded by one cache line when n elements are a multiple
-// of 4 KB, where every row would map to the same L1 set and MR > 8 rows evict each other
-// (measured on AVX-512 Zen 4: the base layer's cross-attention scores over (S, 2D = 1024) rows).
+// of 4 KB, where every row would map to the same L1 set and MR > 8 rows evict each other.
 template <class T> constexpr std::size_t padded_row_stride(std::size_t n) {
     return n * sizeof(T) % 4096 == 0 ? n + 64 / sizeof(T) : n;
 }

@@ -6,9 +6,8 @@
 // - Every cut is of contiguous parts (part_begin), each output element computed by one part with
 //   the same operations in the same order whatever the part: results are bit-identical for any
 //   executor and thread count.
-// - A pool never makes a call slower than one thread: work below a cut's threshold, and a whole
-//   layer call below min_call_macs, stays on the calling thread (scripts/performance_notes.md has
-//   the measurements behind each threshold).
+// - A pool never makes a call slower than one thread: work below a cut's threshold stays on the
+//   calling thread (scripts/performance_notes.md has the measurements behind each threshold).
 // - A task runs with no current executor: work inside a part never forks again.
 #pragma once
 #include <cstddef>
@@ -39,10 +38,6 @@ inline constexpr std::size_t min_grad_rows = split_everything ? 1 : 64;
 inline constexpr std::size_t min_elems = split_everything ? 1 : std::size_t(1) << 14;
 // Rows per block of split_rows.
 inline constexpr std::size_t row_block = split_everything ? 2 : 64;
-// Multiply-adds of a whole layer call (forward or prefill; not a GEMV-bound decoding step) below
-// which it runs on the caller: its stages' fork-joins and the lines handed between cores cost
-// more than a second core saves.
-inline constexpr std::size_t min_call_macs = split_everything ? 1 : std::size_t(1) << 21;
 // Bytes of weights up to which a layer's row-local work runs in row regions: each core then reads
 // every weight, from its cache or the one they share, where splitting each product's columns
 // hands every row's activations between the cores.
@@ -132,8 +127,6 @@ inline std::size_t threads() {
 // A training call (forward_train, backward) over this many rows runs on the caller alone: its
 // weight gradients would not split, so its parts would only hand rows between the cores.
 constexpr bool train_alone(std::size_t rows) { return rows < min_grad_rows; }
-// A layer call of this many multiply-adds runs on the caller alone (min_call_macs).
-constexpr bool call_alone(std::size_t macs) { return macs < min_call_macs; }
 
 // Row regions: whether a layer of `weight_bytes` whose parts need `part_stack_bytes` of scratch
 // may run its row-local work in row parts at all, and whether a call over M rows does.

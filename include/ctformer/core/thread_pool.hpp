@@ -59,10 +59,10 @@ class thread_pool {
     }
 
   private:
-    static constexpr std::size_t spin_limit = 1 << 14;  // ~0.1-1 ms of polling before sleeping
+    static constexpr std::size_t spin_limit = 1 << 14;  // polls before sleeping (a fraction of a millisecond)
     // A poll pauses the core (the spinning thread leaves its SMT sibling's pipeline alone); polls
     // after the first 2K also yield: where threads outnumber free cores, the thread being waited
-    // for gets the core (yielding only every 64th poll left a 3-thread pool on 2 cores 2.5x slower).
+    // for gets the core (yielding more rarely starved it: scripts/performance_notes.md).
     static void relax(std::size_t spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -101,7 +101,7 @@ class thread_pool {
     std::vector<std::thread> workers_;
     // The current run, written before the generation is bumped and read after it is seen: one cache
     // line, so a worker finds the job in the line that told it there is one (one transfer between
-    // cores instead of two: a fork-join is a few such transfers, ~0.1 µs each on a server's mesh).
+    // cores instead of two: a fork-join is a few such transfers).
     struct alignas(64) job_line {
         std::atomic<std::uint32_t> generation{0};
         bool stop = false;

@@ -62,7 +62,7 @@ template <class T, std::size_t R, std::size_t V, a_layout AL, bool PackedB>
     const std::size_t a_row = a_row_stride<T, AL>(lda_), a_k = a_k_stride<T, AL>(lda_),
                       ldb = PackedB ? gemm_tile<T>::NR : ldb_;
     // The accumulators must stay in registers: the r/v loops are unrolled explicitly because
-    // GCC's -O2 does not fully unroll them (measured: 30 vs 79 GFLOP/s on AVX2).
+    // GCC's -O2 does not fully unroll them.
     vt acc[R][V];
 #pragma GCC unroll 16
     for (std::size_t r = 0; r < R; ++r)
@@ -211,8 +211,7 @@ enum class c_layout { rows, panels };
 
 // Rows of a packed per pass when a is transposed (the weight-gradient GEMMs: M is a weight's
 // input dimension, K the layer's rows): as many as fit tn_a_block_bytes, since every pass repacks
-// all of b (the output gradient, whose rows lie far apart). Measured on AVX-512 (Zen 5), dWᵀ
-// (512 x 1536) over 128 rows: 96 rows per pass 77% of peak, 384 rows 90%.
+// all of b (the output gradient, whose rows lie far apart).
 inline constexpr std::size_t tn_a_block_bytes = 192 * 1024, tn_row_step = 12;  // (12: every MR divides it)
 template <class T> constexpr std::size_t tn_block_rows(std::size_t kc) {
     const std::size_t rows = tn_a_block_bytes / sizeof(T) / (kc ? kc : 1) / tn_row_step * tn_row_step;
@@ -250,8 +249,7 @@ inline void pack_b(std::size_t N, std::size_t k0, std::size_t kc, std::size_t n0
             const std::size_t kk = k0 + kb, kn = kc - kb < NR ? kc - kb : NR;
             const T* blk = b + ((kk / NR) * N + n0) * NR + kk % NR;
             T* dst = bp + kb * NR;
-            // the next block lies N·NR elements on (another page): fetch it while this one is transposed (on
-            // AVX-512 with weights out of cache: dX = dY (128 x 2048) · W 1.84 -> 1.64 ms)
+            // the next block lies N·NR elements on (another page): fetch it while this one is transposed
             if (kb + NR < kc)
                 for (std::size_t i = 0; i < NR * NR; i += line_bytes / sizeof(T)) prefetch_l1(blk + N * NR + i);
             if (ncols == NR) {
@@ -274,8 +272,7 @@ inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc
             // W columns at a time: the MR rows' vectors (zero past M and past MR) transposed in
             // registers; vector i holds column k + i's MR values and is stored whole at row k + i
             // (its lanes past MR land in row k + i + 1, which the next store rewrites), the last
-            // through a buffer (it would write past the block). Scalar: 72 µs of a 128x512x2048
-            // GEMM's 2.52 ms on AVX-512 Zen 4.
+            // through a buffer (it would write past the block).
             constexpr std::size_t W = simd::width<T>;
             for (; k + W <= kc; k += W) {
                 simd::vec<T> v[W];
@@ -297,7 +294,7 @@ inline void pack_a(std::size_t M, std::size_t m0, std::size_t k0, std::size_t kc
         }
     } else {  // a's columns m0.. are contiguous in each stored row k: copy MR at a time
         // (a fixed-size memcpy: vector moves; element loops stayed scalar, GCC 12 unable to rule
-        // out that ap aliases a — 1 ms of the char GPT's training step on AVX-512)
+        // out that ap aliases a)
         const std::size_t n = M - m0 < MR ? M - m0 : MR;
         for (std::size_t k = 0; k < kc; ++k) {
             const T* src = a + (k0 + k) * lda + m0;
@@ -554,8 +551,7 @@ template <class B> struct panel_source;
 template <class T> struct panel_source<const T*> {
     // Streams side by side: 4 for one row, else 2 (one stream alone reads L3 ~30% slower). Four
     // rows would spill accumulators, so they take two passes of 2 rows over the same panels, the
-    // second finding them in L2. Measured on 2048x512 weights (best of 300, AVX2): M = 3 127 -> ~85
-    // µs, M = 4 172 -> ~110 µs, against ~54 µs for M = 1.
+    // second finding them in L2.
     static constexpr std::size_t streams(std::size_t R) { return gemm_tile<T>::compact ? 1 : (R == 1 ? 4 : 2); }
     static constexpr std::size_t pass_rows(std::size_t R) { return R == 4 ? 2 : R; }
     static const T* at(const T* b, std::size_t p, std::size_t K) { return b + p * K * gemm_tile<T>::NR; }

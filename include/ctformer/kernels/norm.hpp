@@ -68,8 +68,7 @@ template <class T> constexpr void rms_norm_row(const T* x, T* y, std::size_t n, 
 // ---- Several rows: the statistics of width<T> rows at a time, as vertical vector operations (one
 // accumulator per row, the horizontal sums of all of them in one butterfly, one vector division
 // and square root), so rows do not each wait on their own chain of horizontal sums, division and
-// square root (BM_layer_norm_rows, Zen 4: 16 rows of 64 take 307 -> 193 ns on AVX2, 289 -> 180 ns on
-// AVX-512; at 512 columns, where each row's chain is long enough to hide its latency, 3-15% less).
+// square root (BM_layer_norm_rows).
 // The last rows (fewer than a vector's width) take the same path, their lanes past the last row
 // repeating it: a row's result does not depend on the rows computed with it, so a call over rows
 // in parts (layer.hpp's row regions) gives the whole call's bits. Rows of a length that is not a

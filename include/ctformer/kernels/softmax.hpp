@@ -98,7 +98,7 @@ constexpr void softmax_col_group(T* s, std::size_t n, std::size_t ld, const T* k
     const auto in_tile = [j0, n](T e) { return std::size_t(e) > j0 ? (std::size_t(e) - j0 < n ? std::size_t(e) - j0 : n) : 0; };
     const std::size_t open = in_tile(kmin), need = in_tile(kmax);
     const V ke = load(kend) - V(T(j0));
-    V mx[2] = {ninf, ninf};  // two independent chains of maxima (one: 16 x 16 tile 78 -> 93 ns, AVX-512)
+    V mx[2] = {ninf, ninf};  // two independent chains of maxima (one chain: bound by the max's latency)
     std::size_t j = 0;
     for (; j + 2 <= open; j += 2) {
         mx[0] = simd::vmax(mx[0], load(s + j * ld));

@@ -299,7 +299,7 @@ template <class Cfg> struct Layer {
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
         const std::size_t M = B * Tq;
-        const detail::alone_scope alone(runs_alone(M, !std::is_same_v<Acts, void>));
+        const detail::alone_scope alone(!std::is_same_v<Acts, void> && schedule::train_alone(M));
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
         T* const branch = fused ? y : ws.branch;
         const bool parts = in_row_parts(M);
@@ -374,15 +374,8 @@ template <class Cfg> struct Layer {
         }
     }
 
-    // Whether a call over M rows runs on the calling thread alone (core/schedule.hpp): a training
-    // call whose weight gradients would not split (its backward would read back on one core what
-    // the forward's parts wrote on two), or a call of more rows than a GEMV's whose whole work is
-    // too small to pay its stages' fork-joins (decoding steps keep the GEMVs' own rule).
-    static constexpr std::size_t weight_macs_per_row = parameter_count<Params>();
-    static constexpr bool runs_alone(std::size_t M, bool training) {
-        return (training && schedule::train_alone(M)) ||
-               (M > kernels::small_m_rows && schedule::call_alone(M * weight_macs_per_row));
-    }
+    // (A training call whose weight gradients would not split runs alone, schedule::train_alone:
+    // its backward would read back on one core what the forward's parts wrote on two.)
 
     // ---- Row regions ----
     // Where the layer's weights are a few MB at most (schedule::row_weight_bytes) and a part's
