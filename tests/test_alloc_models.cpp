@@ -130,7 +130,7 @@ TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, S
         ok = ok && M::generate(p, gen, gcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) {
             return true;
         }).ok();
-        ok = ok && Blk::step(p.model.stack.layers[0], bws, bcache, x, y, ct::causal{}).ok();
+        ok = ok && Blk::step(p.stack.layers[0], bws, bcache, x, y, ct::causal{}).ok();
     });
     CHECK(ok);
     CHECK(n == 0);

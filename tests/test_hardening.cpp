@@ -103,7 +103,7 @@ TEST_CASE("hardening: GPT::generate rolls back a prompt that fails in a later la
     static CheckedGpt::KVCache<1, 12> cache;
     static CheckedGpt::GenerateWorkspace<2> gws;
     ref::randomize(p, 8);
-    for (auto& w : p.wte.weight.storage) w = 1e25f;  // finite embeddings that overflow layer 0
+    for (auto& w : p.tok_embeddings.weight.storage) w = 1e25f;  // finite embeddings that overflow layer 0
     const ct::token prompt[3] = {1, 2, 3};
     std::size_t calls = 0;
     const ct::status st = CheckedGpt::generate(p, gws, cache, prompt, 3, 4, ct::sampling{.temperature = 0},
@@ -287,7 +287,7 @@ TEST_CASE("hardening: a checkpoint's step counter must be a non-negative integer
     }
     // a negative second moment (sqrt of it is NaN) is refused the same way
     opt.step_count.storage[0] = 2;
-    opt.exp_avg_sq.wte.weight.storage[5] = -1.0f;
+    opt.exp_avg_sq.tok_embeddings.weight.storage[5] = -1.0f;
     const ct::save_result saved = ct::save_checkpoint(std::span<std::byte>(buf), p, opt);
     REQUIRE(f.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
     const ct::status st = ct::load_checkpoint(f, fresh_p, fresh_opt);
@@ -295,7 +295,7 @@ TEST_CASE("hardening: a checkpoint's step counter must be a non-negative integer
     CHECK(st.tensor_name() == "optimizer.exp_avg_sq.wte.weight");
     CHECK(std::memcmp(&fresh_p, &zero_p, sizeof p) == 0);
     // and a step counter set by hand is checked by step: nothing written
-    opt.exp_avg_sq.wte.weight.storage[5] = 0;
+    opt.exp_avg_sq.tok_embeddings.weight.storage[5] = 0;
     static Gpt::Grads g;
     opt.step_count.storage[0] = -1;
     const Gpt::Params before = p;
@@ -393,7 +393,7 @@ TEST_CASE("hardening: an output overlapping the memory (or part of tgt) is an er
 TEST_CASE("hardening: clip_grad_norm with a NaN gradient makes every gradient NaN (PyTorch)") {
     static Gpt::Grads g;
     ref::randomize(g, 2);
-    g.wte.weight.storage[3] = nan_f;
+    g.tok_embeddings.weight.storage[3] = nan_f;
     CHECK(std::isnan(ct::clip_grad_norm(g, 1.0)));
     bool all_nan = true;
     ct::for_each_tensor(g, [&](std::string_view, const auto& t) {

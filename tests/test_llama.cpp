@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+#include <string>
 
 #include "model_fixture.hpp"
+#include "reference.hpp"
 
 namespace {
 using test::File;
@@ -166,17 +168,17 @@ TEST_CASE("Llama: finite differences in double through RoPE attention (q, k, v, 
         CHECK(err <= 1e-6);
         worst = std::max(worst, err);
     };
-    auto& p = r.params.model.stack.layers;
-    auto& g = r.grads.model.stack.layers;
+    auto& p = r.params.stack.layers;
+    auto& g = r.grads.stack.layers;
     for (std::size_t i : {0u, 77u, 500u}) probe(p[0].self_attn.q_proj.weight, g[0].self_attn.q_proj.weight, i);
     for (std::size_t i : {1u, 130u}) probe(p[1].self_attn.k_proj.weight, g[1].self_attn.k_proj.weight, i);
     for (std::size_t i : {5u, 200u}) probe(p[0].self_attn.v_proj.weight, g[0].self_attn.v_proj.weight, i);
     probe(p[1].self_attn.o_proj.weight, g[1].self_attn.o_proj.weight, 99);
-    for (std::size_t i : {2u, 900u}) probe(p[0].mlp.gate_proj.weight, g[0].mlp.gate_proj.weight, i);
-    probe(p[1].mlp.up_proj.weight, g[1].mlp.up_proj.weight, 41);
-    probe(p[0].mlp.down_proj.weight, g[0].mlp.down_proj.weight, 300);
-    probe(p[0].input_layernorm.weight, g[0].input_layernorm.weight, 3);
-    probe(r.params.model.embed_tokens.weight, r.grads.model.embed_tokens.weight, 40);
+    for (std::size_t i : {2u, 900u}) probe(p[0].ffn.gate_proj.weight, g[0].ffn.gate_proj.weight, i);
+    probe(p[1].ffn.up_proj.weight, g[1].ffn.up_proj.weight, 41);
+    probe(p[0].ffn.down_proj.weight, g[0].ffn.down_proj.weight, 300);
+    probe(p[0].norm1.weight, g[0].norm1.weight, 3);
+    probe(r.params.tok_embeddings.weight, r.grads.tok_embeddings.weight, 40);
     std::printf("  Llama finite differences (double): worst relative error %.3g\n", worst);
 }
 
@@ -198,3 +200,91 @@ TEST_CASE("Llama: AdamW steps lower the loss on a fixed batch") {
 }
 
 }  // namespace
+
+// ---- Names apart from structure (layer/names.hpp) ----
+namespace {
+// The names of P's tensors, in order.
+template <class P> std::vector<std::string> names_of(const P& p) {
+    std::vector<std::string> out;
+    ct::for_each_tensor(p, [&](std::string_view n, const auto&) { out.emplace_back(n); });
+    return out;
+}
+// Saved under its own names, loaded into a zeroed object of the same type: every tensor back.
+template <class P> void round_trip(const P& p) {
+    static std::byte buf[1 << 20];
+    static ct::safetensors::file<128> f;
+    static P q;
+    q = P{};
+    const ct::save_result saved = ct::save_state_dict(p, std::span<std::byte>(buf));
+    REQUIRE(saved.st.ok());
+    REQUIRE(f.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+    const ct::status st = ct::load_state_dict(q, f);
+    INFO(ct::to_string(st.code) << ": " << std::string(st.tensor_name()));
+    REQUIRE(st.ok());
+    CHECK(std::memcmp(&p, &q, sizeof p) == 0);
+}
+}  // namespace
+
+TEST_CASE("names apart from structure: a GQA + SwiGLU block under PyTorch's names computes what the Llama-named one does") {
+    using HF = ct::LlamaBlock<ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<48>, ct::max_positions<16>>;
+    using PT = ct::LlamaBlock<ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<48>, ct::max_positions<16>,
+                              ct::param_names<ct::pytorch>>;
+    static_assert(sizeof(HF::Params) == sizeof(PT::Params));  // one structure
+    static HF::Params hp;
+    static PT::Params pp;
+    static HF::Workspace<1, 9> hws;
+    static PT::Workspace<1, 9> pws;
+    static ct::Tensor<float, 1, 9, 32> x, hy, py;
+    ref::randomize(hp, 41);
+    ref::randomize_tensor(x, 42);
+    std::memcpy(static_cast<void*>(&pp), &hp, sizeof pp);  // the same members in the same order
+    REQUIRE(HF::forward(hp, hws, x, hy, ct::causal{}).ok());
+    REQUIRE(PT::forward(pp, pws, x, py, ct::causal{}).ok());
+    CHECK(std::memcmp(hy.data(), py.data(), sizeof hy) == 0);
+    const std::vector<std::string> want = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                           "self_attn.out_proj.weight", "linear_gate.weight", "linear1.weight",
+                                           "linear2.weight", "norm1.weight", "norm2.weight"};
+    CHECK(names_of(pp) == want);
+    CHECK(names_of(hp)[4] == "mlp.gate_proj.weight");
+    round_trip(pp);
+    // a file under one family's names does not load into the other's: named, nothing written
+    static std::byte buf[1 << 18];
+    static ct::safetensors::file<64> f;
+    const ct::save_result saved = ct::save_state_dict(hp, std::span<std::byte>(buf));
+    REQUIRE(f.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+    static PT::Params untouched;
+    const ct::status st = ct::load_state_dict(untouched, f);
+    CHECK(!st.ok());
+    static PT::Params zero;
+    CHECK(std::memcmp(&untouched, &zero, sizeof zero) == 0);
+}
+
+TEST_CASE("names apart from structure: a Llama under GPT-2's names, and a plain GPT under Hugging Face's, load") {
+    using G2 = Small<ct::kv_heads<2>, ct::param_names<ct::gpt2>>;
+    static G2::Params p;
+    ref::randomize(p, 43);
+    const std::vector<std::string> n = names_of(p);
+    REQUIRE(n.size() == 2 + 2 * 9 + 1);
+    CHECK(n.front() == "transformer.wte.weight");
+    CHECK(n[1] == "transformer.h.0.attn.q_proj.weight");
+    CHECK(n[4] == "transformer.h.0.attn.c_proj.weight");
+    CHECK(n[5] == "transformer.h.0.mlp.c_gate.weight");
+    CHECK(n[8] == "transformer.h.0.ln_1.weight");
+    CHECK(n[n.size() - 2] == "transformer.ln_f.weight");
+    CHECK(n.back() == "lm_head.weight");
+    round_trip(p);
+    // the GPT-shaped model (packed attention, plain FFN, learned positions) under Hugging Face's table
+    using Block = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>, ct::norm_first<true>,
+                                       ct::param_names<ct::hugging_face>, ct::separate_qkv<false>>;
+    using M = ct::GPT<11, 8, Block, 1, ct::param_names<ct::hugging_face>>;
+    static M::Params m;
+    ref::randomize(m, 44);
+    const std::vector<std::string> mn = names_of(m);
+    CHECK(mn[0] == "model.embed_tokens.weight");
+    CHECK(mn[1] == "model.embed_positions.weight");
+    CHECK(mn[2] == "model.layers.0.self_attn.in_proj_weight");
+    CHECK(mn[4] == "model.layers.0.self_attn.o_proj.weight");
+    CHECK(mn[6] == "model.layers.0.mlp.up_proj.weight");
+    CHECK(mn[10] == "model.layers.0.input_layernorm.weight");
+    round_trip(m);
+}

@@ -269,11 +269,11 @@ TEST_CASE("GPT: finite differences in double for wte, wpe, lm_head, a block weig
         CHECK(err <= 1e-6);
         worst = std::max(worst, err);
     };
-    for (std::size_t i : {0u, 17u, 100u, 207u}) probe(r.params.wte.weight, r.grads.wte.weight, i);
-    for (std::size_t i : {0u, 33u, 95u}) probe(r.params.wpe.weight, r.grads.wpe.weight, i);
+    for (std::size_t i : {0u, 17u, 100u, 207u}) probe(r.params.tok_embeddings.weight, r.grads.tok_embeddings.weight, i);
+    for (std::size_t i : {0u, 33u, 95u}) probe(r.params.pos_embeddings.weight, r.grads.pos_embeddings.weight, i);
     for (std::size_t i : {1u, 50u, 207u}) probe(r.params.lm_head.weight, r.grads.lm_head.weight, i);
-    for (std::size_t i : {3u, 300u}) probe(r.params.transformer.layers[1].ffn.linear1.weight, r.grads.transformer.layers[1].ffn.linear1.weight, i);
-    probe(r.params.transformer.norm.weight, r.grads.transformer.norm.weight, 5);
+    for (std::size_t i : {3u, 300u}) probe(r.params.stack.layers[1].ffn.linear1.weight, r.grads.stack.layers[1].ffn.linear1.weight, i);
+    probe(r.params.stack.norm.weight, r.grads.stack.norm.weight, 5);
     std::printf("  GPT finite differences (double): worst relative error %.3g\n", worst);
 }
 
@@ -349,13 +349,13 @@ TEST_CASE("SGD = torch.optim.SGD (momentum 0.9, nesterov, weight_decay 1e-2), 3 
 TEST_CASE("clip_grad_norm and the cosine warmup schedule") {
     static SmallGPT<double>::Grads g;
     ct::zero_grad(g);
-    g.wte.weight.storage[0] = 3;
-    g.transformer.norm.weight.storage[1] = 4;
+    g.tok_embeddings.weight.storage[0] = 3;
+    g.stack.norm.weight.storage[1] = 4;
     CHECK(ct::clip_grad_norm(g, 10.0) == doctest::Approx(5.0));
-    CHECK(g.wte.weight.storage[0] == 3);  // below max_norm: unchanged
+    CHECK(g.tok_embeddings.weight.storage[0] == 3);  // below max_norm: unchanged
     CHECK(ct::clip_grad_norm(g, 1.0) == doctest::Approx(5.0));
-    CHECK(g.wte.weight.storage[0] == doctest::Approx(0.6).epsilon(1e-6));
-    CHECK(g.transformer.norm.weight.storage[1] == doctest::Approx(0.8).epsilon(1e-6));
+    CHECK(g.tok_embeddings.weight.storage[0] == doctest::Approx(0.6).epsilon(1e-6));
+    CHECK(g.stack.norm.weight.storage[1] == doctest::Approx(0.8).epsilon(1e-6));
     const ct::cosine_warmup s{1.0, 10, 110, 0.1};
     CHECK(s(0) == doctest::Approx(0.1));
     CHECK(s(9) == doctest::Approx(1.0));

@@ -27,7 +27,7 @@ std::byte seed_buf[1 << 16];
 [[maybe_unused]] const bool seed_written = [] {
     const char* path = std::getenv("CTFORMER_WRITE_SEED");
     if (!path) return false;
-    for (std::size_t i = 0; i < grads.wte.weight.size; ++i) grads.wte.weight.storage[i] = 0.01f * float(i % 7);
+    for (std::size_t i = 0; i < grads.tok_embeddings.weight.size; ++i) grads.tok_embeddings.weight.storage[i] = 0.01f * float(i % 7);
     (void)state.opt.step(state.params, grads);
     const ct::save_result r = ct::save_checkpoint(std::span<std::byte>(seed_buf), state.params, state.opt);
     if (std::FILE* f = std::fopen(path, "wb")) {

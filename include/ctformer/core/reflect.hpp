@@ -44,9 +44,21 @@ template <class P> struct params_role : P {
 struct absent {};
 
 // A params struct derived from inlined is named at its owner's level: its members' names are not
-// prefixed with the member's own (a module whose PyTorch names sit in the owner's state_dict, as
-// TransformerDecoderLayer's linear1 and linear2 are its feed-forward's).
+// prefixed with the member's own.
 struct inlined {};
+
+// Names apart from structure: a params struct's members carry structural (canonical) names; a
+// struct that declares `using role = role::X;` has them renamed, as its tensors are visited, by
+// the naming table in force: the nearest enclosing struct's `using names = Table;` (none: the
+// canonical names). Table::rename<Role>(member) gives the family's name for the member — several
+// dotted parts if the family nests it deeper, "" to name its tensors at the owner's level.
+// (layer/names.hpp: the PyTorch nn, Hugging Face and GPT-2 tables.)
+namespace role {
+struct attention; struct ffn; struct layer; struct stack; struct model;
+}  // namespace role
+struct canonical_names {
+    template <class Role> static constexpr std::string_view rename(std::string_view member) { return member; }
+};
 
 template <class X> struct is_module_list : std::false_type {};
 template <class P, std::size_t N> struct is_module_list<ModuleList<P, N>> : std::true_type {};
@@ -58,7 +70,17 @@ template <class P, class Pair> using member_t =
 
 inline constexpr std::size_t max_name = 160;
 
-template <class P, class F> constexpr void visit(P& p, char* name, std::size_t len, F& f) {
+template <class P, class Names> struct names_in_force { using type = Names; };
+template <class P, class Names> requires requires { typename P::names; } struct names_in_force<P, Names> {
+    using type = typename P::names;
+};
+// member's name under Names in a struct of P's role (its canonical name where P has no role)
+template <class P, class Names> constexpr std::string_view member_name(std::string_view member) {
+    if constexpr (requires { typename P::role; }) return Names::template rename<typename P::role>(member);
+    else return member;
+}
+
+template <class Names, class P, class F> constexpr void visit(P& p, char* name, std::size_t len, F& f) {
     if constexpr (std::is_same_v<std::remove_const_t<P>, absent>) {
         (void)name, (void)len, (void)f;
     } else if constexpr (is_tensor_storage_v<P>) {
@@ -71,20 +93,21 @@ template <class P, class F> constexpr void visit(P& p, char* name, std::size_t l
             std::size_t k = 0, v = i;
             do digits[k++] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
             while (k) name[n++] = digits[--k];
-            visit(p.items[i], name, n, f);
+            visit<Names>(p.items[i], name, n, f);
         }
     } else {
-        boost::hana::for_each(boost::hana::accessors<std::remove_const_t<P>>(), [&](auto pair) {
+        using S = std::remove_const_t<P>;
+        using N = typename names_in_force<S, Names>::type;
+        boost::hana::for_each(boost::hana::accessors<S>(), [&](auto pair) {
             auto& m = boost::hana::second(pair)(p);
-            if constexpr (std::is_base_of_v<inlined, std::remove_cvref_t<decltype(m)>>) {
-                visit(m, name, len, f);
+            constexpr std::string_view member = member_name<S, N>(boost::hana::to<const char*>(boost::hana::first(pair)));
+            if constexpr (std::is_base_of_v<inlined, std::remove_cvref_t<decltype(m)>> || member.empty()) {
+                visit<N>(m, name, len, f);
             } else {
-                constexpr const char* member = boost::hana::to<const char*>(boost::hana::first(pair));
-                const std::size_t mlen = std::char_traits<char>::length(member);
                 std::size_t n = len;
                 if (n) name[n++] = '.';
-                for (std::size_t i = 0; i < mlen; ++i) name[n + i] = member[i];
-                visit(m, name, n + mlen, f);
+                for (std::size_t i = 0; i < member.size(); ++i) name[n + i] = member[i];
+                visit<N>(m, name, n + member.size(), f);
             }
         });
     }
@@ -95,7 +118,7 @@ template <class P, class F> constexpr void visit(P& p, char* name, std::size_t l
 // (PyTorch's state_dict order). Works on const params too, and in constant expressions.
 template <class P, class F> constexpr void for_each_tensor(P& p, F&& f) {
     char name[detail::max_name]{};
-    detail::visit(p, name, 0, f);
+    detail::visit<canonical_names>(p, name, 0, f);
 }
 
 namespace detail {

@@ -13,6 +13,7 @@
 #include "../modules/attention.hpp"
 #include "../modules/norm.hpp"
 #include "../kernels/rope.hpp"
+#include "names.hpp"
 
 namespace ctformer {
 
@@ -20,7 +21,7 @@ namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
 struct score_scale; struct check_finite; struct kv_heads; struct rope; struct max_positions; struct gated;
-struct param_names; struct weights; struct kv_cache;
+struct param_names; struct weights; struct kv_cache; struct separate_qkv;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -74,12 +75,14 @@ template <std::size_t N> struct max_positions { using option_tag = tag::max_posi
 // gated<true>: the feed-forward is down(act(gate(x)) * up(x)): SwiGLU with activation<silu>,
 // GeGLU with activation<gelu> or activation<gelu_tanh>.
 template <bool B> struct gated { using option_tag = tag::gated; static constexpr bool value = B; };
-// param_names<hugging_face>: the block's state_dict has Hugging Face Llama's names
-// (self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, input_layernorm, post_attention_layernorm),
-// with separate q/k/v projections; param_names<pytorch> (default): TransformerDecoderLayer's.
-struct pytorch {};
-struct hugging_face {};
+// param_names<Table>: what the params are called (layer/names.hpp): pytorch (default:
+// TransformerDecoderLayer's), hugging_face (Llama's), gpt2, or a table of your own. Names only:
+// the structure is the other options'.
 template <class N> struct param_names { using option_tag = tag::param_names; using type = N; };
+// separate_qkv<true>: q, k and v have their own projections (q_proj, k_proj, v_proj, o_proj);
+// false: one packed in-projection (in_proj_weight, out_proj), as nn.MultiheadAttention. Default:
+// separate with grouped-query attention (kv_heads < heads) or Hugging Face's names, else packed.
+template <bool B> struct separate_qkv { using option_tag = tag::separate_qkv; static constexpr bool value = B; };
 // A norm's eps under its generic name (RMSNorm's too).
 template <long long Num, long long Den = 1> using norm_eps = layer_norm_eps<Num, Den>;
 
@@ -132,7 +135,7 @@ template <class... Opts> struct config {
                       unique<tag::bias> && unique<tag::attn_bias> && unique<tag::ffn_bias> &&
                       unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
                       unique<tag::check_finite> && unique<tag::kv_heads> && unique<tag::rope> &&
-                      unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names> &&
+                      unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names> && unique<tag::separate_qkv> &&
                       unique<tag::weights> && unique<tag::kv_cache>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
@@ -159,8 +162,9 @@ template <class... Opts> struct config {
     static constexpr bool rope = rope_type::enabled;
     static constexpr std::size_t max_positions = detail::pick<tag::max_positions, ctformer::max_positions<0>, Opts...>::value;
     static constexpr bool gated = detail::pick<tag::gated, ctformer::gated<false>, Opts...>::value;
-    static constexpr bool hf_names =
-        std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
+    using names_type = typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type;
+    static constexpr bool separate_qkv = detail::pick<tag::separate_qkv,
+        ctformer::separate_qkv<kv_heads != heads || std::is_same_v<names_type, hugging_face>>, Opts...>::value;
     using weight_format = typename detail::pick<tag::weights, weights<dense>, Opts...>::type;
     static constexpr bool quantized = is_quantized_format<weight_format>;
     using cache_format = typename detail::pick<tag::kv_cache, kv_cache<dense>, Opts...>::type;
@@ -176,14 +180,11 @@ template <class... Opts> struct config {
     static constexpr std::size_t head_dim = heads == 0 ? 0 : d_model / heads;
     static_assert(kv_heads > 0 && heads % kv_heads == 0,
                   "ctformer: kv_heads must divide heads (each key/value head serves heads/kv_heads query heads)");
-    static_assert(kv_heads == heads || hf_names,
-                  "ctformer: grouped-query attention (kv_heads < heads) has separate q/k/v projections: add "
-                  "ct::param_names<ct::hugging_face> (nn.MultiheadAttention has no key/value heads)");
-    static_assert(!gated || hf_names,
-                  "ctformer: a gated feed-forward is named gate_proj/up_proj/down_proj: add ct::param_names<ct::hugging_face>");
-    static_assert(!hf_names || (gated && !cross_attention),
-                  "ctformer: Hugging Face (Llama) names are those of a decoder-only block with a gated feed-forward "
-                  "(ct::gated<true>)");
+    static_assert(kv_heads == heads || separate_qkv,
+                  "ctformer: grouped-query attention (kv_heads < heads) has separate q/k/v projections: drop "
+                  "ct::separate_qkv<false>");
+    static_assert(requires { names_type::label; },
+                  "ctformer: param_names<Table>: a naming table has a label and rename<Role>(member) (layer/names.hpp)");
     static_assert(!rope || max_positions > 0,
                   "ctformer: RoPE needs ct::max_positions<N> (the longest sequence or KV cache capacity: its table's size)");
     static_assert(!rope || head_dim % 2 == 0, "ctformer: RoPE rotates pairs of dimensions: head_dim must be even");
@@ -222,7 +223,7 @@ template <class... Opts> struct config {
             field("rope_theta", static_cast<std::size_t>(rope_type::theta));
             field("rotary_dim", rotary_dim);
         }
-        field("param_names", hf_names ? "hugging_face" : "pytorch");
+        field("param_names", names_type::label);
         field("weight_format", weight_format::name);  // (a dense file loads into any format: quantized at load)
         if constexpr (weight_format::group > 0) field("weight_group", weight_format::group);
     }

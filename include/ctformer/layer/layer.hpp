@@ -171,14 +171,9 @@ template <class Cfg> struct Layer {
     // The norm before (pre-norm) or after (post-norm) sub-layer k (self, [cross,] ffn).
     template <class P> static constexpr auto& norm_of(P& p, std::size_t k) {
         if constexpr (cross) return k == 0 ? p.norm1 : (k == 1 ? p.norm2 : p.norm3);
-        else if constexpr (Cfg::hf_names) return k == 0 ? p.input_layernorm : p.post_attention_layernorm;
         else return k == 0 ? p.norm1 : p.norm2;
     }
-    // The feed-forward's params (PyTorch: inlined as linear1/linear2; Hugging Face: mlp).
-    template <class P> static constexpr auto& ffn_of(P& p) {
-        if constexpr (Cfg::hf_names) return p.mlp;
-        else return p.ffn;
-    }
+    template <class P> static constexpr auto& ffn_of(P& p) { return p.ffn; }
 
     // The runtime checks of a call, before anything is written: each mask's values against its
     // key count, then (check_finite<true>) the inputs X: (B, rows, D) and Mem (void: none).

@@ -1,8 +1,7 @@
-// ctformer/layer/params.hpp — a layer's parameters, composed of its modules' own (each module
-// declares its struct with PyTorch's names): the state_dict of torch.nn.TransformerDecoderLayer,
-// or of the decoder-only block (TransformerEncoderLayer's names: no multihead_attn, no norm3), or
-// with param_names<hugging_face> of Hugging Face's LlamaDecoderLayer. The feed-forward's linear1 /
-// linear2 are named at the layer's level, as PyTorch names them.
+// ctformer/layer/params.hpp — a layer's parameters, composed of its modules' own: the structure
+// its options choose, named by its naming table (layer/names.hpp): by default the state_dict of
+// torch.nn.TransformerDecoderLayer, or of the decoder-only block (TransformerEncoderLayer's names:
+// no multihead_attn, no norm3), or with param_names<hugging_face> Hugging Face's LlamaDecoderLayer.
 #pragma once
 #include <boost/hana/define_struct.hpp>
 #include <cstddef>
@@ -19,36 +18,32 @@ template <class Cfg> struct described_layer {
     template <class F> static constexpr void describe(F&& field) { Cfg::describe(field); }
 };
 
-// The whole layer: torch.nn.TransformerDecoderLayer's state_dict (Cross), or the decoder-only
-// block's (TransformerEncoderLayer's names: no multihead_attn, no norm3).
-template <class Cfg, bool Cross = Cfg::cross_attention, bool HF = Cfg::hf_names> struct LayerParams;
-template <class Cfg> struct LayerParams<Cfg, true, false> : described_layer<Cfg> {
+// The whole layer, by structure: self-attention, [cross-attention,] feed-forward and a norm per
+// sub-layer, under canonical names that the configuration's table renames (layer/names.hpp:
+// TransformerDecoderLayer's, the decoder-only block's, Hugging Face Llama's, GPT-2's).
+template <class Cfg, bool Cross = Cfg::cross_attention> struct LayerParams;
+template <class Cfg> struct layer_parts : described_layer<Cfg> {
     using T = typename Cfg::value_type;
-    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    using role = role::layer;
+    using names = typename Cfg::names_type;
     using attn_t = typename modules::attention<Cfg>::Params;
     using ffn_t = typename modules::feed_forward<Cfg>::Params;
-    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
+    using norm_t = typename Cfg::norm_type::template params<T, Cfg::d_model, Cfg::norm_bias>;
+};
+template <class Cfg> struct LayerParams<Cfg, true> : layer_parts<Cfg> {
+    using P = layer_parts<Cfg>;
+    using attn_t = typename P::attn_t;
+    using ffn_t = typename P::ffn_t;
+    using norm_t = typename P::norm_t;
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (attn_t, multihead_attn), (ffn_t, ffn), (norm_t, norm1),
                              (norm_t, norm2), (norm_t, norm3));
 };
-template <class Cfg> struct LayerParams<Cfg, false, false> : described_layer<Cfg> {
-    using T = typename Cfg::value_type;
-    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
-    using attn_t = typename modules::attention<Cfg>::Params;
-    using ffn_t = typename modules::feed_forward<Cfg>::Params;
-    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
+template <class Cfg> struct LayerParams<Cfg, false> : layer_parts<Cfg> {
+    using P = layer_parts<Cfg>;
+    using attn_t = typename P::attn_t;
+    using ffn_t = typename P::ffn_t;
+    using norm_t = typename P::norm_t;
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (ffn_t, ffn), (norm_t, norm1), (norm_t, norm2));
-};
-// Hugging Face's LlamaDecoderLayer: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, the norms
-// before the attention (input_layernorm) and before the MLP (post_attention_layernorm).
-template <class Cfg> struct LayerParams<Cfg, false, true> : described_layer<Cfg> {
-    using T = typename Cfg::value_type;
-    static constexpr std::size_t D = Cfg::d_model;
-    using attn_t = typename modules::attention<Cfg>::Params;
-    using ffn_t = typename modules::feed_forward<Cfg>::Params;
-    using norm_t = typename Cfg::norm_type::template params<T, D, Cfg::norm_bias>;
-    BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (ffn_t, mlp), (norm_t, input_layernorm),
-                             (norm_t, post_attention_layernorm));
 };
 
 }  // namespace ctformer

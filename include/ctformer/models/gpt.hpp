@@ -49,9 +49,6 @@ template <class P> struct positions {
 // PyTorch's cross_entropy default: targets equal to it add no loss and no gradient.
 inline constexpr token ignore_index = -100;
 
-// A params struct whose members are named at its owner's level (the stack inside Llama's `model`).
-template <class P> struct inline_members : P, inlined {};
-
 template <class StackP, std::size_t V, std::size_t Ctx, class Positions, bool Tied> struct described_model {
     template <class F> static constexpr void describe(F&& field) {
         StackP::describe(field);
@@ -64,29 +61,22 @@ template <class StackP, std::size_t V, std::size_t Ctx, class Positions, bool Ti
     }
 };
 
-// Hugging Face's LlamaForCausalLM: model.embed_tokens, model.layers.{i}, model.norm, lm_head.
-template <class T, std::size_t V, std::size_t D, class StackP, bool Tied, class Fmt> struct LlamaModelParams {
-    using emb_t = EmbeddingParams<T, V, D, Tied, Fmt>;
-    using stack_t = inline_members<StackP>;
-    BOOST_HANA_DEFINE_STRUCT(LlamaModelParams, (emb_t, embed_tokens), (stack_t, stack));
-};
-// Fmt: the weights' format (the blocks'), the LM head's too (tied: the embedding's).
-template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Fmt>
-struct LlamaParams : described_model<StackP, V, Ctx, rotary, Tied> {
-    static constexpr const char* kind = "llama";
-    using model_t = LlamaModelParams<T, V, D, StackP, Tied, Fmt>;
+// The model by structure: token embeddings, learned positions (or none), the stack, the LM head
+// (none when tied), named by the table Names (layer/names.hpp): this library's GPT names (wte,
+// wpe, transformer.*, lm_head), Hugging Face Llama's (model.embed_tokens, model.layers.{i},
+// model.norm, lm_head), GPT-2's. Fmt: the weights' format (the blocks'), the LM head's too (tied:
+// the embedding's).
+template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions, class Fmt,
+          class Names>
+struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
+    static constexpr const char* kind = std::is_same_v<Names, hugging_face> ? "llama" : "gpt";
+    using role = role::model;
+    using names = Names;
+    using tok_t = EmbeddingParams<T, V, D, Tied, Fmt>;
+    using pos_t = std::conditional_t<std::is_same_v<Positions, learned>, EmbeddingParams<T, Ctx, D, false>, absent>;
     using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, Fmt>>;
-    BOOST_HANA_DEFINE_STRUCT(LlamaParams, (model_t, model), (head_t, lm_head));
-};
-
-template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions, class Fmt>
-struct GPTParams : described_model<StackP, V, Ctx, Positions, Tied> {
-    static constexpr const char* kind = "gpt";
-    static constexpr bool learned_positions = std::is_same_v<Positions, learned>;
-    using wte_t = EmbeddingParams<T, V, D, Tied, Fmt>;
-    using wpe_t = std::conditional_t<learned_positions, EmbeddingParams<T, Ctx, D, false>, absent>;
-    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, Fmt>>;
-    BOOST_HANA_DEFINE_STRUCT(GPTParams, (wte_t, wte), (wpe_t, wpe), (StackP, transformer), (head_t, lm_head));
+    BOOST_HANA_DEFINE_STRUCT(ModelParams, (tok_t, tok_embeddings), (pos_t, pos_embeddings), (StackP, stack),
+                             (head_t, lm_head));
 };
 
 template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... Opts> struct GPT {
@@ -99,8 +89,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     static constexpr bool tied = detail::pick<tag::tied_embeddings, tied_embeddings<false>, Opts...>::value;
     using position_kind = typename detail::pick<tag::positions, positions<learned>, Opts...>::type;
     static constexpr bool learned_positions = std::is_same_v<position_kind, learned>;
-    static constexpr bool hf_names =
-        std::is_same_v<typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type, hugging_face>;
+    using names_type = typename detail::pick<tag::param_names, param_names<pytorch>, Opts...>::type;
     static_assert(!std::is_same_v<position_kind, rotary> || Block::config::rope,
                   "ctformer: positions<rotary> needs blocks with RoPE (ct::rope)");
     static_assert(!Block::config::rope || Block::config::max_positions >= Ctx,
@@ -108,8 +97,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
     using Stack = DecoderStack<Block, N, true>;
     using weight_format = typename Block::config::weight_format;
     static constexpr bool quantized = Block::config::quantized;
-    using Params = params_role<std::conditional_t<hf_names, LlamaParams<T, V, Ctx, D, typename Stack::Params, tied, weight_format>,
-                                                  GPTParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind, weight_format>>>;
+    using Params = params_role<ModelParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind, weight_format, names_type>>;
     using Grads = Params;
 
     // ---- Memory roles ----
@@ -224,7 +212,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
             for (std::size_t m = 0; m < M; ++m) {
                 modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D, d0, d1);
                 if constexpr (learned_positions)
-                    modules::embedding::backward(g.wpe.weight, m % Tq, ws.dx + m * D, d0, d1);
+                    modules::embedding::backward(g.pos_embeddings.weight, m % Tq, ws.dx + m * D, d0, d1);
             }
         });
         return {};
@@ -369,15 +357,8 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
         if constexpr (tied) return wte(p);
         else return p.lm_head.weight;
     }
-    template <class P> static auto& wte(P& p) {
-        if constexpr (hf_names) return p.model.embed_tokens.weight;
-        else return p.wte.weight;
-    }
-    template <class P> static auto& stack(P& p) {
-        if constexpr (hf_names) return static_cast<std::conditional_t<std::is_const_v<P>, const typename Stack::Params,
-                                                                      typename Stack::Params>&>(p.model.stack);
-        else return p.transformer;
-    }
+    template <class P> static auto& wte(P& p) { return p.tok_embeddings.weight; }
+    template <class P> static auto& stack(P& p) { return p.stack; }
     // x: (B, Tq, D) = wte[tokens] + positions (row b starts at pos0[b], or 0). With count, row b
     // feeds its first count[b] tokens: the rest are padding, never read (their rows are zero).
     template <std::size_t B, class Tok>
@@ -396,7 +377,7 @@ template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... O
                 }
                 modules::embedding::forward(wte(p), static_cast<std::size_t>(tokens[m]), x + m * D, false);
                 if (pos >= Ctx) continue;  // (a position past the context is never fed: Cap <= Ctx)
-                if constexpr (learned_positions) modules::embedding::forward(p.wpe.weight, pos, x + m * D, true);
+                if constexpr (learned_positions) modules::embedding::forward(p.pos_embeddings.weight, pos, x + m * D, true);
                 else if constexpr (std::is_same_v<position_kind, sinusoidal>) modules::embedding::sinusoidal_add<D>(pos, x + m * D);
             }
         return {};

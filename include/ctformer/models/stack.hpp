@@ -32,6 +32,8 @@ namespace ctformer {
 // torch.nn.TransformerDecoder's state_dict: layers.{i}.<layer names>, then norm.* (if any).
 template <class LP, std::size_t N, bool Final> struct described_stack {
     static constexpr const char* kind = "decoder_stack";
+    using role = role::stack;
+    using names = typename LP::names;
     template <class F> static constexpr void describe(F&& field) {
         LP::describe(field);
         field("layers", N);

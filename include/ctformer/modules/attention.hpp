@@ -20,6 +20,7 @@ namespace ctformer {
 // (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
 template <class T, std::size_t D, bool Bias, class Fmt = dense> struct MultiheadAttentionParams;
 template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, true, Fmt> {
+    using role = role::attention;
     using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
     using in_b_t = Tensor<T, 3 * D>;
     using out_t = LinearParams<T, D, D, true, Fmt>;
@@ -29,6 +30,7 @@ template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, 
     constexpr T* in_bias_data() { return in_proj_bias.data(); }
 };
 template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, false, Fmt> {
+    using role = role::attention;
     using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
     using out_t = LinearParams<T, D, D, false, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
@@ -36,9 +38,10 @@ template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, 
     constexpr T* in_bias_data() { return nullptr; }
 };
 
-// Hugging Face's attention (LlamaAttention): separate projections, q_proj (D, D), k_proj and
-// v_proj (Dkv, D) for Dkv = kv_heads · head_dim, o_proj (D, D).
+// Separate projections (Hugging Face's LlamaAttention): q_proj (D, D), k_proj and v_proj (Dkv, D)
+// for Dkv = kv_heads · head_dim, o_proj (D, D).
 template <class T, std::size_t D, std::size_t Dkv, bool Bias, class Fmt = dense> struct SeparateAttentionParams {
+    using role = role::attention;
     using q_t = LinearParams<T, D, D, Bias, Fmt>;
     using kv_t = LinearParams<T, Dkv, D, Bias, Fmt>;
     using o_t = LinearParams<T, D, D, Bias, Fmt>;
@@ -66,7 +69,7 @@ template <class Cfg> struct attention {
     static constexpr std::size_t D = Cfg::d_model, H = Cfg::heads, Dh = Cfg::head_dim;
     // Grouped-query attention: KH key/value heads, each shared by G query heads (KH = H: MHA).
     static constexpr std::size_t KH = Cfg::kv_heads, G = H / KH, Dkv = KH * Dh;
-    static constexpr bool separate = Cfg::hf_names;
+    static constexpr bool separate = Cfg::separate_qkv;
     using Fmt = typename Cfg::weight_format;
     using Params = std::conditional_t<separate, SeparateAttentionParams<T, D, Dkv, Cfg::attn_bias, Fmt>,
                                       MultiheadAttentionParams<T, D, Cfg::attn_bias, Fmt>>;

@@ -16,16 +16,18 @@
 
 namespace ctformer {
 
-// linear1 (F, D) and linear2 (D, F), named at the layer's level (TransformerDecoderLayer's names).
-template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct FeedForwardParams : inlined {
+// linear1 (F, D) and linear2 (D, F) (TransformerDecoderLayer's names, at its level: layer/names.hpp).
+template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct FeedForwardParams {
+    using role = role::ffn;
     using lin1_t = LinearParams<T, F, D, Bias, Fmt>;
     using lin2_t = LinearParams<T, D, F, Bias, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(FeedForwardParams, (lin1_t, linear1), (lin2_t, linear2));
 };
 
-// The gated feed-forward down(act(gate(x)) ∘ up(x)) with Hugging Face's names (LlamaMLP: the
-// layer's `mlp`): gate_proj, up_proj (F, D), down_proj (D, F).
+// The gated feed-forward down(act(gate(x)) ∘ up(x)) (Hugging Face's LlamaMLP): gate_proj, up_proj
+// (F, D), down_proj (D, F).
 template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct GatedFeedForwardParams {
+    using role = role::ffn;
     using in_t = LinearParams<T, F, D, Bias, Fmt>;
     using out_t = LinearParams<T, D, F, Bias, Fmt>;
     BOOST_HANA_DEFINE_STRUCT(GatedFeedForwardParams, (in_t, gate_proj), (in_t, up_proj), (out_t, down_proj));
