@@ -1,7 +1,8 @@
 // ctformer/models/llama.hpp — a Llama-family model as one type: the GPT type with Llama blocks
 // (layer/config.hpp: llama_config), no absolute positions (RoPE in every block) and Hugging Face's
-// LlamaForCausalLM names (layer/names.hpp; param_names<...> gives another table). Options are the blocks' (overriding llama_config's defaults) and the
-// model's (ct::tied_embeddings<true>: no lm_head.weight, the head reads model.embed_tokens).
+// LlamaForCausalLM names (layer/names.hpp; ct::param_names<...> gives another table). Options are
+// the blocks' (overriding llama_config's defaults) and the model's (ct::tied_embeddings<true>: no
+// lm_head.weight, the head reads model.embed_tokens).
 //
 //   using Model = ct::Llama<32000, 256, 6, ct::d_model<288>, ct::heads<6>, ct::ffn_dim<768>,
 //                           ct::norm_eps<1, 100000>>;            // stories15M's shape
