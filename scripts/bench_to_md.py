@@ -474,8 +474,8 @@ def decode2(m):  # ctformer 2-thread tokens/s over llama.cpp 2-thread tokens/s
     b, l = decode.get("decode/%s_t2/generate" % m), llamacpp.get("models_t2", {}).get(PEER_OF.get(m, m))
     return (l["generate_us"] / 63 * b["tokens"]) / us(b) if b and l else None
 if thread_rows:
-    p("## Two threads (`ct::thread_pool(2)` as the workspace's executor)\n")
-    p("Each benchmark again with its workspace's `executor` set to a `ct::thread_pool(2)` (`*_t2`), in the same "
+    p("## Two threads (`ct::thread_pool(2)` in a `ct::use_executor` scope)\n")
+    p("Each benchmark again inside a `ct::use_executor` scope of a `ct::thread_pool(2)` (`*_t2`), in the same "
       "runs and interleaved with the 1-thread ones: the GEMMs and GEMVs split over weight panels (the decoding "
       "step: each thread streams its half of the weights), attention over (batch row, query head) pairs (a head's query rows, or a decoding step's key spans, in parts where the pairs do not share evenly), weight gradients "
       "over rows of the gradient (from 64 batch rows: a layer's training calls over fewer rows run on the calling "

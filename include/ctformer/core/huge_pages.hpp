@@ -13,7 +13,7 @@
 // Only the whole 2 MB pages inside the object are advised (never memory beside it, so a small or
 // unaligned object gets none and costs nothing extra). huge_page_alignment aligns objects of 2 MB
 // and more to 2 MB (every whole page of them then advised) and leaves smaller ones as they are:
-// small objects all aligned to 2 MB start on the same cache sets (slower: performance_notes.md).
+// small objects all aligned to 2 MB start on the same cache sets (slower: scripts/performance_log.md).
 // The kernel backs a page with a huge one at
 // its first touch: advise before loading the weights or zeroing the buffers (memory already
 // touched is collapsed later, if ever, by khugepaged). No allocation, no exception; elsewhere than

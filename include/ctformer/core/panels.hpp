@@ -25,7 +25,7 @@ template <class T> struct gemm_tile {
     // in place): nothing in the scratch depends on it. With 512-bit vectors a (KC x NR) block of b
     // is 32 KB, all of L1 on its own, so the row tiles read it from L2 whatever its length; 4·KC
     // (128 KB) loads and stores c's register tile a quarter as often. Narrower vectors keep KC:
-    // their 16 KB block stays in L1 beside a's rows (scripts/performance_notes.md).
+    // their 16 KB block stays in L1 beside a's rows (scripts/performance_log.md).
     static constexpr std::size_t KC_in_place = W * sizeof(T) >= 64 ? 4 * KC : KC;
     // Scalar kernels (microcontrollers: code size counts, no caches to hide) compile fewer tile
     // variants: row remainders run one row at a time, the GEMV reads one panel at a time.

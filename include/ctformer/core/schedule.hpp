@@ -7,7 +7,7 @@
 //   the same operations in the same order whatever the part: results are bit-identical for any
 //   executor and thread count.
 // - A pool never makes a call slower than one thread: work below a cut's threshold stays on the
-//   calling thread (scripts/performance_notes.md has the measurements behind each threshold).
+//   calling thread (scripts/performance_log.md has the measurements behind each threshold).
 // - A task runs with no current executor: work inside a part never forks again.
 #pragma once
 #include <cstddef>

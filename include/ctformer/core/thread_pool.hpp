@@ -62,7 +62,7 @@ class thread_pool {
     static constexpr std::size_t spin_limit = 1 << 14;  // polls before sleeping (a fraction of a millisecond)
     // A poll pauses the core (the spinning thread leaves its SMT sibling's pipeline alone); polls
     // after the first 2K also yield: where threads outnumber free cores, the thread being waited
-    // for gets the core (yielding more rarely starved it: scripts/performance_notes.md).
+    // for gets the core (yielding more rarely starved it: scripts/performance_log.md).
     static void relax(std::size_t spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();

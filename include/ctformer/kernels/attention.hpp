@@ -348,7 +348,7 @@ template <class T> struct head_scratch {
 
 namespace detail {
 // The body takes the views as scalars: GCC 12 compiles the inlined kernel better so
-// (scripts/performance_notes.md, "Attention backward: views at the boundary").
+// (scripts/performance_log.md, "Attention backward: views at the boundary").
 template <class T, class Mask, class Drop>
 inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq,
                                  const T* k, std::size_t ldk, const T* v, std::size_t ldv, const T* o,

@@ -151,7 +151,7 @@ constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, c
 // a (row-major) is read where it is unless its block (M x KC) exceeds a_unpacked_bytes and its
 // row stride is a multiple of a_alias_bytes: then the MR rows a tile reads side by side map to one
 // L1 set and evict each other. Elsewhere packing costs a pass over a per K block that the tiles
-// do not pay back (scripts/performance_notes.md, "GEMM: when a is packed").
+// do not pay back (scripts/performance_log.md, "GEMM: when a is packed").
 inline constexpr std::size_t a_unpacked_bytes = 16 * 1024, a_alias_bytes = 4096;
 // Whether the packed path packs a's (rows x kc) block (always when a is transposed; never on
 // compact kernels, which have no caches to feed).
@@ -458,7 +458,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // second block). The tiles prefetch the block they read next (gemm_packed) only where a panel row
 // is under two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines
 // twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
-// (Measurements: scripts/performance_notes.md, "GEMM: panel order and prefetch".)
+// (Measurements: scripts/performance_log.md, "GEMM: panel order and prefetch".)
 template <class T, class Act>
 inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                                T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
@@ -775,7 +775,7 @@ constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 // FMAs (`BM_gemm_nt/16/64/256` 64% of the peak). Transposed, the panels are a row-major a
 // (N x NR, one panel per K block) read in place, and only the few rows of a and c are
 // transposed, through the scratch. Only at those row counts does it pay (measurements:
-// scripts/performance_notes.md, "GEMM: few-row input gradients").
+// scripts/performance_log.md, "GEMM: few-row input gradients").
 template <class T> constexpr bool nt_few_rows(std::size_t M) {
     constexpr std::size_t W = simd::width<T>;
     return !gemm_tile<T>::compact && (M == W || M == 2 * W);

@@ -378,7 +378,7 @@ template <class Cfg> struct Layer {
     // the rows (in chunks of part_rows, with their own scratch on the part's stack): a row's
     // activations then stay on one core from a stage's first product to its last, where
     // per-product column splits moved them between cores once per product, and each core reads
-    // every weight instead (scripts/performance_notes.md). Otherwise a stage runs over all rows
+    // every weight instead (scripts/performance_log.md). Otherwise a stage runs over all rows
     // at once and each product splits its columns. Rows give the same bits however they are
     // grouped (the GEMM computes each output element alone: kernels/gemm.hpp).
     struct row_scratch {
