@@ -190,7 +190,7 @@ TEST_CASE("parallel: attention heads cut into parts of their query rows (heads t
     // 2 parts per thread, of whole row blocks, the first paired with the last (a causal mask's
     // later rows cost more)
     using A = ct::modules::attention<ct::DecoderOnlyBlock<ct::d_model<24>, ct::heads<3>, ct::ffn_dim<48>>::config>;
-    constexpr std::size_t R = ct::attention_row_block;
+    constexpr std::size_t R = ct::kernels::attention_row_block;
     const auto head_cuts = [](std::size_t n, std::size_t Tq, std::size_t P) {  // (core/schedule.hpp)
         return ct::schedule::plan_heads(n, Tq, ct::schedule::min_macs, (Tq + R - 1) / R, 0, P).cuts;
     };
@@ -204,7 +204,7 @@ TEST_CASE("parallel: attention heads cut into parts of their query rows (heads t
         std::vector<int> seen(10 * R);
         std::size_t cost[2] = {0, 0};  // a row's keys under a causal mask, by part of c / 2 cuts
         for (std::size_t j = 0; j < c; ++j) {
-            const ct::query_rows q = A::head_rows(j, c, 10 * R - 3);
+            const ct::kernels::query_rows q = A::head_rows(j, c, 10 * R - 3);
             CHECK(q.i0 % R == 0);
             for (std::size_t i = q.i0; i < q.i1 && i < 10 * R - 3; ++i) ++seen[i], cost[j < c / 2 ? 0 : 1] += i + 1;
         }

@@ -393,13 +393,13 @@ TEST_CASE("bf16 cache: attention over bf16 keys and values = over their widened 
         c16.put(0, 0, j, k, v.data());
         c32.put(0, 0, j, k_round.data(), v_round.data());
     }
-    static float scores[ct::attention_scratch_elems(Dh)];
+    static float scores[ct::kernels::attention_scratch_elems(Dh)];
     const float scale = 0.2f;
     auto run = [&](const auto& cache, std::size_t Tq, std::size_t n, const auto& mask, float* out) {
         using E = typename std::remove_cvref_t<decltype(cache)>::element_type;
-        ct::attend<Dh>(Tq, n, ct::strided<const float>{q.data(), Dh}, ct::keys_ref<E>{cache.keys_t(0, 0), S, true},
-                       ct::strided<const E>{cache.values(0, 0), Dh}, ct::strided<float>{out, Dh}, scores, scale, mask,
-                       ct::head_ref{0, 0, 1}, n - Tq, ct::no_dropout{}, ct::dropout_site::self_attn_weights);
+        ct::kernels::attend<Dh>(Tq, n, ct::kernels::strided<const float>{q.data(), Dh}, ct::kernels::keys_ref<E>{cache.keys_t(0, 0), S, true},
+                       ct::kernels::strided<const E>{cache.values(0, 0), Dh}, ct::kernels::strided<float>{out, Dh}, scores, scale, mask,
+                       ct::kernels::head_ref{0, 0, 1}, n - Tq, ct::no_dropout{}, ct::dropout_site::self_attn_weights);
     };
     for (std::size_t Tq : {1, 3}) {
         float a[3 * Dh], b[3 * Dh];

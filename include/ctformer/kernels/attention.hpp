@@ -16,7 +16,7 @@
 #include "softmax.hpp"
 #include "../core/masks.hpp"
 
-namespace ctformer {
+namespace ctformer::kernels {
 
 // Query rows per block, and keys per tile: attention runs over (64 keys x 16 query rows) score
 // tiles with an online softmax, so its scratch does not grow with the sequence and causal tiles
@@ -426,4 +426,4 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
                                  mask, hr, qpos0, drop, site);
 }
 
-}  // namespace ctformer
+}  // namespace ctformer::kernels

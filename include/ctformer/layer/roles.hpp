@@ -14,6 +14,7 @@
 #include "../core/dropout.hpp"
 #include "../core/role_size.hpp"
 #include "../kernels/gemm.hpp"
+#include "../kernels/gemm_train.hpp"
 #include "../modules/attention.hpp"
 #include "../kernels/attention.hpp"
 #include "../modules/feed_forward.hpp"
@@ -90,7 +91,7 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     alignas(64) T input[M * D];   // a branch's input, recomputed from the saved norm input
     alignas(64) T kt[Dh * Smax];  // one head's keys and values, transposed
     alignas(64) T vt[Dh * Smax];
-    alignas(64) T tiles[attention_backward_tile_elems];
+    alignas(64) T tiles[kernels::attention_backward_tile_elems];
     // the backward's GEMMs pack more of a than the forward's; the forward's pack serves when as large
     alignas(64) T extra_pack[train_pack_elems > pack_elems ? train_pack_elems : 1];
 };

@@ -1,7 +1,8 @@
 // ctformer/modules/attention.hpp — torch.nn.MultiheadAttention as the decoder layer uses it:
 // self-attention (q, k, v from the same rows) and cross-attention (q from the rows, k, v from the
 // memory), forward and backward side by side, and the key/value *sources* that let the full
-// forward and the cached step share the same code.
+// forward and the cached step share the same code. (Its params and score scales:
+// attention_params.hpp; how its heads are cut over threads: core/schedule.hpp.)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -12,57 +13,28 @@
 #include "../core/schedule.hpp"
 #include "../kernels/attention.hpp"
 #include "../kernels/rope.hpp"
+#include "attention_params.hpp"
 #include "linear.hpp"
 
-namespace ctformer {
-
-// torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
-// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
-template <class T, std::size_t D, bool Bias, class Fmt = dense> struct MultiheadAttentionParams;
-template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, true, Fmt> {
-    using role = role::attention;
-    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
-    using in_b_t = Tensor<T, 3 * D>;
-    using out_t = LinearParams<T, D, D, true, Fmt>;
-    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
-                             (out_t, out_proj));
-    constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
-    constexpr T* in_bias_data() { return in_proj_bias.data(); }
-};
-template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, false, Fmt> {
-    using role = role::attention;
-    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
-    using out_t = LinearParams<T, D, D, false, Fmt>;
-    BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
-    constexpr const T* in_bias_data() const { return nullptr; }
-    constexpr T* in_bias_data() { return nullptr; }
-};
-
-// Separate projections (Hugging Face's LlamaAttention): q_proj (D, D), k_proj and v_proj (Dkv, D)
-// for Dkv = kv_heads · head_dim, o_proj (D, D).
-template <class T, std::size_t D, std::size_t Dkv, bool Bias, class Fmt = dense> struct SeparateAttentionParams {
-    using role = role::attention;
-    using q_t = LinearParams<T, D, D, Bias, Fmt>;
-    using kv_t = LinearParams<T, Dkv, D, Bias, Fmt>;
-    using o_t = LinearParams<T, D, D, Bias, Fmt>;
-    BOOST_HANA_DEFINE_STRUCT(SeparateAttentionParams, (q_t, q_proj), (kv_t, k_proj), (kv_t, v_proj), (o_t, o_proj));
-};
-
-// ---- Attention score scale: scores = q·kᵀ · scale. ----
-struct inv_sqrt_head_dim {
-    template <class T> static constexpr T value(std::size_t head_dim) { return T(1) / simd::vsqrt(static_cast<T>(head_dim)); }
-};
-struct no_scale {
-    template <class T> static constexpr T value(std::size_t) { return T(1); }
-};
-template <long long Num, long long Den = 1> struct scale_ratio {
-    static_assert(Den != 0, "ctformer: scale_ratio denominator is zero");
-    template <class T> static constexpr T value(std::size_t) { return static_cast<T>(Num) / static_cast<T>(Den); }
-};
-
-}  // namespace ctformer
-
 namespace ctformer::modules {
+
+// The attention kernels this module drives (kernels/attention.hpp).
+using kernels::attend;
+using kernels::attend_head_backward;
+using kernels::attention_backward_tile_elems;
+using kernels::attention_row_block;
+using kernels::attention_scratch_elems;
+using kernels::head_grads;
+using kernels::head_ref;
+using kernels::head_saved;
+using kernels::head_scratch;
+using kernels::key_spans;
+using kernels::keys_ref;
+using kernels::query_rows;
+using kernels::query_span_elems;
+using kernels::query_spans;
+using kernels::query_spans_max;
+using kernels::strided;
 
 template <class Cfg> struct attention {
     using T = typename Cfg::value_type;

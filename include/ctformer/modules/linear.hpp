@@ -10,6 +10,7 @@
 #include "../core/quant.hpp"
 #include "../kernels/gemm.hpp"
 #include "../kernels/gemm_quant.hpp"
+#include "../kernels/gemm_train.hpp"
 
 namespace ctformer {
 
