@@ -477,29 +477,29 @@ template <std::size_t Dh, class T> void check_attend_query() {
                     for (auto& w : want) w = tot > 0 ? w / tot : 0.0;
                     std::vector<T> got(Dh, T(7)), scores(std::max<std::size_t>(1024, ct::kernels::attention_scratch_elems(Dh))), head(Dh, T(7));
                     ct::kernels::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, got.data(), scores.data(), tile,
-                                         scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
-                                         ct::dropout_site::self_attn_weights);
+                                         ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights));
                     CHECK_CLOSE("attend_query Dh " << Dh << " S " << S << " ldk " << ldk << " tile " << tile
                                                    << " shift " << shift,
                                 got.data(), want.data(), Dh, kernel_tol<T>);
                     ct::kernels::attend_head(1, S, Dh, q.data(), Dh, ct::kernels::keys_ref<T>{kt.data(), ldk, true}, v.data(), ldv, head.data(), Dh,
-                                    scores.data(), scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
-                                    ct::dropout_site::self_attn_weights);
+                                    scores.data(), ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                    ct::dropout_site::self_attn_weights));
                     CHECK_CLOSE("attend_query vs attend_head, Dh " << Dh << " S " << S, got.data(), head.data(), Dh,
                                 kernel_tol<T>);
                     // its key spans one at a time (in any order: as threads finish), then merged: the same bits
                     std::vector<T> states(ct::kernels::query_spans_max * ct::kernels::query_span_elems(Dh), T(9)), split(Dh, T(7));
                     T lse_whole = 0, lse_split = 1;
                     ct::kernels::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, got.data(), scores.data(), tile,
-                                         scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
-                                         ct::dropout_site::self_attn_weights, &lse_whole);
+                                         ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights), &lse_whole);
                     for (std::size_t j = ct::kernels::query_spans_max; j-- > 0;)
                         ct::kernels::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, split.data(), scores.data(), tile,
-                                             scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
-                                             ct::dropout_site::self_attn_weights, static_cast<T*>(nullptr), ct::kernels::key_spans<T>{states.data(), j});
+                                             ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                             ct::dropout_site::self_attn_weights), static_cast<T*>(nullptr), ct::kernels::key_spans<T>{states.data(), j});
                     ct::kernels::attend_query<Dh>(S, q.data(), kt.data(), ldk, v.data(), ldv, split.data(), scores.data(), tile,
-                                         scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
-                                         ct::dropout_site::self_attn_weights, &lse_split, ct::kernels::key_spans<T>{states.data()});
+                                         ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos, ct::no_dropout{},
+                                         ct::dropout_site::self_attn_weights), &lse_split, ct::kernels::key_spans<T>{states.data()});
                     INFO("attend_query by key spans, Dh " << Dh << " S " << S << " tile " << tile << " shift " << shift);
                     CHECK(std::memcmp(split.data(), got.data(), Dh * sizeof(T)) == 0);
                     CHECK(std::memcmp(&lse_split, &lse_whole, sizeof(T)) == 0);
@@ -550,8 +550,7 @@ template <std::size_t Dh, class T> void check_attend_head() {
                 for (bool transposed : {false, true}) {
                     std::vector<T> got(Tq * Dh, T(7)), lse(Tq);
                     const ct::kernels::keys_ref<T> keys = transposed ? ct::kernels::keys_ref<T>{kt.data(), ldkt, true} : ct::kernels::keys_ref<T>{k.data(), ldk, false};
-                    ct::kernels::attend_head(Tq, S, Dh, q.data(), ldq, keys, v.data(), ldv, got.data(), Dh, scratch.data(), scale,
-                                    mask, ct::kernels::head_ref{0, 0, 1}, qpos0, ct::no_dropout{}, ct::dropout_site::self_attn_weights,
+                    ct::kernels::attend_head(Tq, S, Dh, q.data(), ldq, keys, v.data(), ldv, got.data(), Dh, scratch.data(), ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, qpos0, ct::no_dropout{}, ct::dropout_site::self_attn_weights),
                                     lse.data());
                     CHECK_CLOSE("attend_head Dh " << Dh << " Tq " << Tq << " S " << S << " shift " << shift
                                                   << (transposed ? " keys transposed" : " keys as rows"),

@@ -398,8 +398,7 @@ TEST_CASE("bf16 cache: attention over bf16 keys and values = over their widened 
     auto run = [&](const auto& cache, std::size_t Tq, std::size_t n, const auto& mask, float* out) {
         using E = typename std::remove_cvref_t<decltype(cache)>::element_type;
         ct::kernels::attend<Dh>(Tq, n, ct::kernels::strided<const float>{q.data(), Dh}, ct::kernels::keys_ref<E>{cache.keys_t(0, 0), S, true},
-                       ct::kernels::strided<const E>{cache.values(0, 0), Dh}, ct::kernels::strided<float>{out, Dh}, scores, scale, mask,
-                       ct::kernels::head_ref{0, 0, 1}, n - Tq, ct::no_dropout{}, ct::dropout_site::self_attn_weights);
+                       ct::kernels::strided<const E>{cache.values(0, 0), Dh}, ct::kernels::strided<float>{out, Dh}, scores, ct::kernels::rule_of(scale, mask, ct::kernels::head_ref{0, 0, 1}, n - Tq, ct::no_dropout{}, ct::dropout_site::self_attn_weights));
     };
     for (std::size_t Tq : {1, 3}) {
         float a[3 * Dh], b[3 * Dh];

@@ -39,6 +39,24 @@ struct head_ref {
     std::size_t b, h, heads;
 };
 
+// What travels with a head through the attention kernels: the score scale, the mask, which head,
+// the position of its first query row, dropout and its site (mask and dropout by reference: a rule
+// lives no longer than the call it is made for).
+template <class T, class Mask, class Drop> struct score_rule {
+    T scale;
+    const Mask& mask;
+    head_ref head;
+    std::size_t qpos0;
+    const Drop& drop;
+    dropout_site site;
+    constexpr score_rule at(std::size_t i) const { return {scale, mask, head, qpos0 + i, drop, site}; }  // rows i..
+};
+template <class T, class Mask, class Drop>
+constexpr score_rule<T, Mask, Drop> rule_of(T scale, const Mask& mask, head_ref head, std::size_t qpos0, const Drop& drop,
+                                            dropout_site site) {
+    return {scale, mask, head, qpos0, drop, site};
+}
+
 // A head's keys: rows (keys, Dh) at stride ld (the forward's projections, read where they are), or
 // transposed, (Dh, keys) at stride ld (a KV cache, where a step's scores are a GEMV along the keys).
 template <class T> struct keys_ref {
@@ -107,9 +125,14 @@ constexpr void load_queries(std::size_t rows, std::size_t Dh, const T* q, std::s
 // as T to be compared in vectors (exact below 2^24 keys in float).
 template <class T, class Mask, class Drop>
 constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, keys_ref<T> k,
-                        const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scratch,
-                        T scale, const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop,
-                        dropout_site site, T* lse = nullptr) {
+                           const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scratch,
+                           const score_rule<T, Mask, Drop>& rule, T* lse = nullptr) {
+    const T scale = rule.scale;
+    const Mask& mask = rule.mask;
+    const head_ref hr = rule.head;
+    const std::size_t qpos0 = rule.qpos0;
+    const Drop& drop = rule.drop;
+    const dropout_site site = rule.site;
     constexpr std::size_t R = attention_row_block, KT = attention_key_tile;
     static_assert(R % simd::width<T> == 0, "ctformer: the row block must be a whole number of vectors");
     T* const st = scratch;           // (n, R): a key tile's scores, then probabilities
@@ -200,8 +223,14 @@ constexpr std::size_t query_span_elems(std::size_t Dh) { return Dh + 2; }
 // (l = 0: every key blocked). Passes of `tile` keys, online softmax across them.
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void query_span(std::size_t j0, std::size_t j1, const T* q, const E* kt, std::size_t ldk, const E* v,
-                          std::size_t ldv, T* out, T& m, T& l, T* scores, std::size_t tile, T scale, const Mask& mask,
-                          head_ref hr, std::size_t qpos, const Drop& drop, dropout_site site) {
+                          std::size_t ldv, T* out, T& m, T& l, T* scores, std::size_t tile,
+                          const score_rule<T, Mask, Drop>& rule) {
+    const T scale = rule.scale;
+    const Mask& mask = rule.mask;
+    const head_ref hr = rule.head;
+    const std::size_t qpos = rule.qpos0;
+    const Drop& drop = rule.drop;
+    const dropout_site site = rule.site;
     // keys below the key end can be blocked only by an element mask or dropout
     const bool drops = drop.drops(site);
     const bool v_finite = !(Mask::has_apply || drops) || cache_all_finite<T>(v + j0 * ldv, j1 - j0, Dh, ldv);
@@ -257,20 +286,20 @@ template <class T> struct key_spans {
     std::size_t j = all;
 };
 
-// One query row (a decoding step): q: (Dh) at position qpos, kt: (Dh, S) at stride ldk, v: (S, Dh)
+// One query row (a decoding step): q: (Dh) at position rule.qpos0, kt: (Dh, S) at stride ldk, v: (S, Dh)
 // at stride ldv -> out: (Dh). Same result as attend_head with Tq = 1, without its per-block
 // bookkeeping: a span's scores fill the whole scratch (tile keys per pass), so a step costs one
 // GEMV along the keys, one softmax and one GEMV along the values. ks.states: span ks.j only, or
 // the merge of the spans there.
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t ldk, const E* v, std::size_t ldv, T* out,
-                            T* scores, std::size_t tile, T scale, const Mask& mask, head_ref hr, std::size_t qpos,
-                            const Drop& drop, dropout_site site, T* lse = nullptr, key_spans<T> ks = {}) {
-    const std::size_t kend = mask.key_end(hr.b, qpos, S), spans = query_spans(kend);
+                            T* scores, std::size_t tile, const score_rule<T, Mask, Drop>& rule, T* lse = nullptr,
+                            key_spans<T> ks = {}) {
+    const std::size_t kend = rule.mask.key_end(rule.head.b, rule.qpos0, S), spans = query_spans(kend);
     constexpr std::size_t E_ = query_span_elems(Dh);
     const auto span = [&](std::size_t j, T* o, T& m, T& l) {
         query_span<Dh>(query_span_begin(kend, j, spans), query_span_begin(kend, j + 1, spans), q, kt, ldk, v, ldv, o, m,
-                       l, scores, tile, scale, mask, hr, qpos, drop, site);
+                       l, scores, tile, rule);
     };
     if (ks.states && ks.j != ks.all) {  // one span, kept for the merge (none past the query's spans)
         T* st = ks.states + ks.j * E_;
@@ -309,24 +338,21 @@ struct query_rows {
 // vector as it loads it.
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<E> k, strided<const E> v,
-                      strided<T> out, T* scores, T scale, const Mask& mask, head_ref hr, std::size_t qpos0,
-                      const Drop& drop, dropout_site site, T* lse = nullptr, query_rows part = {},
-                      key_spans<T> ks = {}) {
+                      strided<T> out, T* scores, const score_rule<T, Mask, Drop>& rule, T* lse = nullptr,
+                      query_rows part = {}, key_spans<T> ks = {}) {
     const std::size_t i0 = part.i0, i1 = part.i1 < Tq ? part.i1 : Tq;
     if (i0 >= i1) return;
     if (ks.states && k.transposed)  // (one query row over a cache's keys, in key spans)
-        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, scale,
-                         mask, hr, qpos0, drop, site, lse, ks);
+        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, rule, lse, ks);
     else if constexpr (!std::is_same_v<E, T>) {
         for (std::size_t i = i0; i < i1; ++i)
-            attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, query_span_keys,
-                             scale, mask, hr, qpos0 + i, drop, site, lse ? lse + i : nullptr);
+            attend_query<Dh>(S, q.row(i), k.p, k.ld, v.p, v.ld, out.row(i), scores, query_span_keys, rule.at(i),
+                             lse ? lse + i : nullptr);
     } else if (Tq == 1 && k.transposed)  // (the whole head's row count chooses the path, not the part's)
-        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, scale,
-                         mask, hr, qpos0, drop, site, lse);
+        attend_query<Dh>(S, q.p, k.p, k.ld, v.p, v.ld, out.p, scores, query_span_keys, rule, lse);
     else
-        attend_head(i1 - i0, S, Dh, q.row(i0), q.ld, k, v.p, v.ld, out.row(i0), out.ld, scores, scale, mask, hr,
-                    qpos0 + i0, drop, site, lse ? lse + i0 : nullptr);
+        attend_head(i1 - i0, S, Dh, q.row(i0), q.ld, k, v.p, v.ld, out.row(i0), out.ld, scores, rule.at(i0),
+                    lse ? lse + i0 : nullptr);
 }
 
 // Scratch of attend_head_backward, in elements: two (row block x key tile) tiles.
@@ -347,8 +373,8 @@ template <class T> struct head_scratch {
 };
 
 namespace detail {
-// The body takes the views as scalars: GCC 12 compiles the inlined kernel better so
-// (scripts/performance_log.md, "Attention backward: views at the boundary").
+// The body takes the views and the rule as scalars (29 parameters): GCC 12 compiles the inlined
+// kernel better so (scripts/performance_log.md, "Attention backward: views at the boundary").
 template <class T, class Mask, class Drop>
 inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq,
                                  const T* k, std::size_t ldk, const T* v, std::size_t ldv, const T* o,
@@ -419,11 +445,11 @@ inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, 
 // the same call).
 template <class T, class Mask, class Drop>
 inline void attend_head_backward(std::size_t Tq, std::size_t S, std::size_t Dh, const head_saved<T>& f,
-                                 strided<const T> d_o, const head_grads<T>& g, const head_scratch<T>& sc, T scale,
-                                 const Mask& mask, head_ref hr, std::size_t qpos0, const Drop& drop, dropout_site site) {
+                                 strided<const T> d_o, const head_grads<T>& g, const head_scratch<T>& sc,
+                                 const score_rule<T, Mask, Drop>& rule) {
     detail::attend_head_backward(Tq, S, Dh, f.q.p, f.q.ld, f.k.p, f.k.ld, f.v.p, f.v.ld, f.o.p, f.o.ld, f.lse, d_o.p,
-                                 d_o.ld, g.dq.p, g.dq.ld, g.dk.p, g.dk.ld, g.dv.p, g.dv.ld, sc.kt, sc.vt, sc.tiles, scale,
-                                 mask, hr, qpos0, drop, site);
+                                 d_o.ld, g.dq.p, g.dq.ld, g.dk.p, g.dk.ld, g.dv.p, g.dv.ld, sc.kt, sc.vt, sc.tiles,
+                                 rule.scale, rule.mask, rule.head, rule.qpos0, rule.drop, rule.site);
 }
 
 }  // namespace ctformer::kernels

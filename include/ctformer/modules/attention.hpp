@@ -34,6 +34,7 @@ using kernels::query_rows;
 using kernels::query_span_elems;
 using kernels::query_spans;
 using kernels::query_spans_max;
+using kernels::rule_of;
 using kernels::strided;
 
 template <class Cfg> struct attention {
@@ -209,8 +210,9 @@ template <class Cfg> struct attention {
             const std::size_t kh = h / G;
             const auto kv = src(b, kh, row(b) + k_off + kh * Dh, row(b) + v_off + kh * Dh, qkv_ld);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{row(b) + h * Dh, qkv_ld}, kv.k, kv.v,
-                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                       dropout_site::self_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
+                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores,
+                       rule_of(scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::self_attn_weights),
+                       bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
         };
         if constexpr (requires { src.store(0, 0, row(0), row(0), qkv_ld); })  // a cache's new rows: all G heads read them
             for_heads<G>(B, H, Tq, most_keys(src, B), bf.scores, bf.spans, head, [&](std::size_t b, std::size_t kh) {
@@ -308,8 +310,9 @@ template <class Cfg> struct attention {
                      [&](std::size_t b, std::size_t h, query_rows part, T* scores, key_spans<T> ks) {
             const auto kv = src(b, h);
             attend<Dh>(kv.rows, kv.keys, strided<const T>{bf.qkv + b * Tq * D + h * Dh, D}, kv.k, kv.v,
-                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores, scale, mask, head_ref{b, h, H}, kv.qpos0, drop,
-                       dropout_site::cross_attn_weights, bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
+                       strided<T>{bf.ctx + b * Tq * D + h * Dh, D}, scores,
+                       rule_of(scale, mask, head_ref{b, h, H}, kv.qpos0, drop, dropout_site::cross_attn_weights),
+                       bf.lse ? bf.lse + (b * H + h) * Tq : nullptr, part, ks);
         });
     }
 
@@ -364,8 +367,8 @@ template <class Cfg> struct attention {
                 const head_saved<T> f{{qkv + oq, qkv_ld}, {qkv + ok, qkv_ld}, {qkv + ov, qkv_ld}, {ctx + oc, D},
                                       lse + (b * H + h) * Tq};
                 const head_grads<T> hg{{s.d_q + oq, qkv_ld}, {s.d_q + ok, qkv_ld}, {s.d_q + ov, qkv_ld}};
-                attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, hs, scale, mask,
-                                     head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights);
+                attend_head_backward(Tq, Tq, Dh, f, strided<const T>{s.d_ctx + oc, D}, hg, hs,
+                                     rule_of(scale, mask, head_ref{b, h, H}, 0, drop, dropout_site::self_attn_weights));
             }
         });
         if constexpr (rope)  // gradients of the rotated q, k -> of the projections' outputs
@@ -404,8 +407,8 @@ template <class Cfg> struct attention {
             const head_saved<T> f{{q + oq, D}, {kv_mem + okv, kv_ld}, {kv_mem + okv + D, kv_ld}, {ctx + oq, D},
                                   lse + (b * H + h) * Tq};
             const head_grads<T> hg{{s.d_q + oq, D}, {s.d_kv + okv, kv_ld}, {s.d_kv + okv + D, kv_ld}};
-            attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, hs, scale, mask, head_ref{b, h, H}, 0,
-                                 drop, dropout_site::cross_attn_weights);
+            attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, hs,
+                                 rule_of(scale, mask, head_ref{b, h, H}, 0, drop, dropout_site::cross_attn_weights));
         });
         T* gb = ga.in_bias_data();
         linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
