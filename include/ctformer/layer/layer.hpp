@@ -21,6 +21,7 @@
 #include "config.hpp"
 #include "../core/dropout.hpp"
 #include "../kernels/elementwise.hpp"
+#include "checks.hpp"
 #include "kv_cache.hpp"
 #include "../core/masks.hpp"
 #include "../modules/attention.hpp"
@@ -38,10 +39,7 @@ namespace ctformer {
 
 template <class L, std::size_t N, bool FinalNorm> struct DecoderStack;
 
-// The memory argument of a decoder-only block (and of a stack of them): there is none.
-struct no_memory {};
-
-template <class Cfg> struct Layer {
+template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
     // A stack checks its call once, then runs its layers' backward without re-checking (stack.hpp).
     template <class, std::size_t, bool> friend struct DecoderStack;
     using config = Cfg;
@@ -59,6 +57,15 @@ template <class Cfg> struct Layer {
     using Attn = modules::attention<Cfg>;
     using FFN = modules::feed_forward<Cfg>;
     using NormM = modules::norm<Cfg>;
+    // The checks before anything is written (checks.hpp); check_inputs and check_aliasing are also
+    // the stacks', which check once before their first layer writes.
+    using checks = detail::layer_checks<Cfg>;
+    using checks::check_aliasing;
+    using checks::check_inputs;
+    template <class Mem, class Tgt> using memory_t = typename checks::template memory_t<Mem, Tgt>;
+    using checks::check_call;
+    using checks::check_trainable;
+    using checks::data_of;
 
     // ---- Memory roles (roles.hpp); each has a static constexpr bytes ----
     template <std::size_t B, std::size_t Tq, std::size_t S = Tq> using Workspace = ctformer::Workspace<Cfg, B, Tq, S>;
@@ -86,7 +93,7 @@ template <class Cfg> struct Layer {
         requires memory_arg<Mem>
     static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                     const SelfMask& sm = {}, const CrossMask& cm = {}) {
-        check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
+        checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out); !st) return st;
         run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         return {};
@@ -103,7 +110,7 @@ template <class Cfg> struct Layer {
     static status forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         check_trainable();
-        check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
+        checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
         return {};
@@ -115,8 +122,8 @@ template <class Cfg> struct Layer {
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using M = memory_t<Mem, Tgt>;
         check_trainable();
-        check_shapes<Tgt, M, Out, WS, SelfMask, CrossMask>();
-        check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
+        checks::template check_shapes<Tgt, M, Out, WS, SelfMask, CrossMask>();
+        checks::template check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         acts.dropout = dc;
         run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
@@ -148,12 +155,12 @@ template <class Cfg> struct Layer {
         requires(memory_arg<DMem> && is_activations_v<Acts>)
     static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
                            DMem& d_memory, const SelfMask& sm = {}, const CrossMask& cm = {}) {
-        check_shapes<DOut, memory_t<DMem, DOut>, DTgt, Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>, SelfMask,
-                     CrossMask>();
-        check_backward<Acts, WS, DOut>();
+        using LW = Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
+        checks::template check_shapes<DOut, memory_t<DMem, DOut>, DTgt, LW, SelfMask, CrossMask>();
+        checks::template check_backward<Acts, WS, DOut>();
         if (!acts.filled) return status::error(errc::no_activations);
-        if (status st = check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0, d_out.data(), "d_out",
-                                                 nullptr);
+        if (status st = checks::template check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0,
+                                                                  d_out.data(), "d_out", nullptr);
             !st)
             return st;
         backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), data_of(d_memory), sm, cm, dropout_rng(acts.dropout));
@@ -175,104 +182,7 @@ template <class Cfg> struct Layer {
     }
     template <class P> static constexpr auto& ffn_of(P& p) { return p.ffn; }
 
-    // The runtime checks of a call, before anything is written: each mask's values against its
-    // key count, then (check_finite<true>) the inputs X: (B, rows, D) and Mem (void: none).
-    // Public for the stacks, which check once before their first layer writes anything.
-    template <class X, class Mem, class SM, class CM>
-    static constexpr status check_inputs(const SM& sm, std::size_t self_keys, const CM& cm, std::size_t cross_keys, const T* x,
-                               const char* x_name, const T* mem) {
-        if (!sm.valid(self_keys)) return status::error(errc::out_of_range, "self-attention mask");
-        if (!cm.valid(cross_keys)) return status::error(errc::out_of_range, "cross-attention mask");
-        if constexpr (Cfg::check_finite) {
-            if (x && !kernels::all_finite(x, 1, X::size, X::size)) return status::error(errc::non_finite, x_name);
-            if constexpr (!std::is_void_v<Mem>)
-                if (!kernels::all_finite(mem, 1, Mem::size, Mem::size)) return status::error(errc::non_finite, "memory");
-        }
-        (void)x, (void)x_name, (void)mem;
-        return {};
-    }
-    // An output may be its input exactly (every stage reads a row before writing it), but may not
-    // overlap the memory (read after the self-attention has written the output) or part of x.
-    // Not checked during constant evaluation (addresses of distinct objects are not ordered there).
-    static constexpr status check_aliasing(const T* out, std::size_t n_out, const T* x, std::size_t n_x,
-                                           const char* x_name, const T* mem, std::size_t n_mem) {
-        if (std::is_constant_evaluated()) return {};
-        auto overlaps = [out, n_out](const T* a, std::size_t n) {
-            const auto o = reinterpret_cast<std::uintptr_t>(out), b = reinterpret_cast<std::uintptr_t>(a);
-            return a && n && n_out && o < b + n * sizeof(T) && b < o + n_out * sizeof(T);
-        };
-        if (overlaps(mem, n_mem)) return status::error(errc::aliased_output, "memory");
-        if (out != x && overlaps(x, n_x)) return status::error(errc::aliased_output, x_name);
-        return {};
-    }
-
   private:
-    // A decoder-only block's no_memory stands for a memory of tgt's shape in the shape checks.
-    template <class Mem, class Tgt> using memory_t = std::conditional_t<std::is_same_v<Mem, no_memory>, Tgt, Mem>;
-    template <class Mem> static constexpr auto data_of(Mem& m) {
-        if constexpr (std::is_same_v<std::remove_const_t<Mem>, no_memory>)
-            return static_cast<std::conditional_t<std::is_const_v<Mem>, const T*, T*>>(nullptr);
-        else return m.data();
-    }
-    // Everything a forward checks before it writes: the training options, the masks' values, the
-    // inputs (check_finite<true>), the output's aliasing.
-    template <class SM, class CM, class Tgt, class Mem, class Out>
-    static constexpr status check_call(const SM& sm, const CM& cm, const Tgt& tgt, const Mem& mem, const Out& out,
-                                       const dropout_config* dc = nullptr) {
-        if (dc)
-            if (status st = dc->validate(); !st) return st;
-        constexpr bool has_mem = !std::is_same_v<Mem, no_memory>;
-        using M = std::conditional_t<has_mem, Mem, void>;
-        const T* m = data_of(mem);
-        if (status st = check_inputs<Tgt, M>(sm, Tgt::shape[1], cm, memory_t<Mem, Tgt>::shape[1] * has_mem, tgt.data(),
-                                             "tgt", m);
-            !st)
-            return st;
-        return check_aliasing(out.data(), Out::size, tgt.data(), Tgt::size, "tgt", m, has_mem ? memory_t<Mem, Tgt>::size : 0);
-    }
-    template <class Tgt, class Mem, class Out, class WS, class SM, class CM> static constexpr void check_shapes() {
-        static_assert(tensor_like<Tgt> && tensor_like<Mem> && tensor_like<Out>,
-                      "ctformer: tgt, memory and out must be ct::Tensor / ct::TensorView (or have value_type, shape, "
-                      "data())");
-        static_assert(std::is_same_v<typename Tgt::value_type, T> && std::is_same_v<typename Mem::value_type, T> &&
-                          std::is_same_v<typename Out::value_type, T>,
-                      "ctformer: mixed dtypes: tgt, memory and out must have the layer's dtype");
-        static_assert(Tgt::rank == 3 && Mem::rank == 3 && Out::rank == 3,
-                      "ctformer: tgt, memory and out are (batch, len, d_model) tensors");
-        static_assert(Tgt::shape[2] == D, "ctformer: d_model mismatch: tgt's last dimension is not the layer's d_model");
-        static_assert(Mem::shape[2] == D,
-                      "ctformer: d_model mismatch: memory's last dimension is not the layer's d_model");
-        static_assert(Tgt::shape[0] == Mem::shape[0], "ctformer: batch mismatch: tgt and memory batch sizes differ");
-        static_assert(Out::shape == Tgt::shape, "ctformer: out must have tgt's shape (batch, tgt_len, d_model)");
-        constexpr std::size_t B = Tgt::shape[0], Tq = Tgt::shape[1], S = Mem::shape[1];
-        static_assert(std::is_base_of_v<Workspace<B, Tq, S>, WS>,
-                      "ctformer: workspace shape differs from the call: use Layer::Workspace<batch, tgt_len, src_len>");
-        static_assert(SM::template fits<T, B, H, Tq, Tq>,
-                      "ctformer: self-attention mask does not fit (batch, heads, tgt_len, tgt_len) or dtype");
-        static_assert(CM::template fits<T, B, H, Tq, S>,
-                      "ctformer: cross-attention mask does not fit (batch, heads, tgt_len, src_len) or dtype");
-        static_assert(!Cfg::rope || Tq <= Cfg::max_positions,
-                      "ctformer: tgt_len exceeds the RoPE table's max_positions");
-    }
-
-    template <class Acts, std::size_t B, std::size_t Tq, std::size_t S> static constexpr void check_acts() {
-        static_assert(std::is_same_v<Acts, Activations<B, Tq, S>>,
-                      "ctformer: activations shape differs from the call: use Layer::Activations<batch, tgt_len, src_len>");
-    }
-    static constexpr void check_trainable() {
-        static_assert(!Cfg::quantized, "ctformer: training needs dense weights: quantized params (ct::weights<...>) are for "
-                                       "inference (train with dense weights, then load the checkpoint into the quantized type)");
-    }
-    template <class Acts, class WS, class DOut> static constexpr void check_backward() {
-        check_trainable();
-        constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, S = Acts::src_len;
-        check_acts<Acts, B, Tq, S>();
-        static_assert(std::is_base_of_v<TrainWorkspace<B, Tq, S>, WS>,
-                      "ctformer: backward needs Layer::TrainWorkspace<batch, tgt_len, src_len> (the forward's "
-                      "Workspace plus backward's scratch)");
-        static_assert(DOut::shape[0] == B && DOut::shape[1] == Tq, "ctformer: d_out must have the forward output's shape");
-    }
-
     // forward_train saves the residual stream entering norm i (Acts void: inference, nothing).
     template <class Acts>
     static constexpr void save_stream(Acts* a, std::size_t i, const T* x, std::size_t r0, std::size_t r1) {
@@ -514,8 +424,8 @@ template <class Cfg> struct Layer {
                             const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,
                             const CM& cm) {
         constexpr std::size_t B = X::shape[0], C = X::shape[1];
-        if (status st = check_inputs<X, void>(sm, Cache::capacity, cm, cross_keys, nullptr, "x", nullptr); !st)
-            return st;
+        const status in = checks::template check_inputs<X, void>(sm, Cache::capacity, cm, cross_keys, nullptr, "x", nullptr);
+        if (!in) return in;
         for (std::size_t b = 0; b < B; ++b) {
             if (count[b] > C) return status::error(errc::out_of_range, "count");
             if (count[b] > Cache::capacity - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
