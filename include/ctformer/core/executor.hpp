@@ -105,17 +105,8 @@ class use_executor {
 #endif
 
   public:
-    constexpr explicit use_executor(executor_ref ex) {
-#if CTFORMER_THREADS
-        if (std::is_constant_evaluated()) return;
-        saved_ = detail::current_executor_v;
-        detail::current_executor_v = ex;
-        set_ = true;
-#else
-        (void)ex;
-#endif
-    }
-    constexpr explicit use_executor(sequential) : use_executor(executor_ref{}) {}
+    constexpr explicit use_executor(executor_ref ex) : use_executor(ex, true) {}
+    constexpr explicit use_executor(sequential) : use_executor(executor_ref{}, true) {}
     use_executor(const use_executor&) = delete;
     use_executor& operator=(const use_executor&) = delete;
     constexpr ~use_executor() {
@@ -123,35 +114,26 @@ class use_executor {
         if (set_) detail::current_executor_v = saved_;
 #endif
     }
+
+  protected:
+    // (set false: the scope changes nothing)
+    constexpr use_executor(executor_ref ex, bool set) {
+#if CTFORMER_THREADS
+        if (std::is_constant_evaluated() || !set) return;
+        saved_ = detail::current_executor_v;
+        detail::current_executor_v = ex;
+        set_ = true;
+#else
+        (void)ex, (void)set;
+#endif
+    }
 };
 
 namespace detail {
 // For its lifetime the calling thread runs alone where `alone` holds (a call too small to split
 // whose parts would only hand data between cores), else keeps its executor.
-class alone_scope {
-#if CTFORMER_THREADS
-    executor_ref saved_{};
-    bool set_ = false;
-#endif
-
-  public:
-    constexpr explicit alone_scope(bool alone) {
-#if CTFORMER_THREADS
-        if (std::is_constant_evaluated() || !alone) return;
-        saved_ = current_executor_v;
-        current_executor_v = executor_ref{};
-        set_ = true;
-#else
-        (void)alone;
-#endif
-    }
-    alone_scope(const alone_scope&) = delete;
-    alone_scope& operator=(const alone_scope&) = delete;
-    constexpr ~alone_scope() {
-#if CTFORMER_THREADS
-        if (set_) current_executor_v = saved_;
-#endif
-    }
+struct alone_scope : use_executor {
+    constexpr explicit alone_scope(bool alone) : use_executor(executor_ref{}, alone) {}
 };
 }  // namespace detail
 
