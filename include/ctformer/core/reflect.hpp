@@ -43,15 +43,12 @@ template <class P> struct params_role : P {
 // A member a configuration leaves out (a tied LM head, sinusoidal positions): no tensors, no name.
 struct absent {};
 
-// A params struct derived from inlined is named at its owner's level: its members' names are not
-// prefixed with the member's own.
-struct inlined {};
-
 // Names apart from structure: a params struct's members carry structural (canonical) names; a
 // struct that declares `using role = role::X;` has them renamed, as its tensors are visited, by
 // the naming table in force: the nearest enclosing struct's `using names = Table;` (none: the
 // canonical names). Table::rename<Role>(member) gives the family's name for the member — several
-// dotted parts if the family nests it deeper, "" to name its tensors at the owner's level.
+// dotted parts if the family nests it deeper, "" to name its tensors at the owner's level (as
+// TransformerDecoderLayer names its feed-forward's linear1 and linear2).
 // (layer/names.hpp: the PyTorch nn, Hugging Face and GPT-2 tables.)
 namespace role {
 struct attention; struct ffn; struct layer; struct stack; struct model;
@@ -101,7 +98,7 @@ template <class Names, class P, class F> constexpr void visit(P& p, char* name, 
         boost::hana::for_each(boost::hana::accessors<S>(), [&](auto pair) {
             auto& m = boost::hana::second(pair)(p);
             constexpr std::string_view member = member_name<S, N>(boost::hana::to<const char*>(boost::hana::first(pair)));
-            if constexpr (std::is_base_of_v<inlined, std::remove_cvref_t<decltype(m)>> || member.empty()) {
+            if constexpr (member.empty()) {
                 visit<N>(m, name, len, f);
             } else {
                 std::size_t n = len;

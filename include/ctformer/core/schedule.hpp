@@ -18,7 +18,7 @@
 namespace ctformer::schedule {
 
 // ---- Thresholds ----
-// CTFORMER_SPLIT_EVERYTHING (tests only: tests/test_parallel.cpp) takes every cut however small,
+// CTFORMER_SPLIT_EVERYTHING (tests only: test_parallel, test_alloc_models) takes every cut however small,
 // and row regions only up to 512 KB of weights so that the per-product path runs too.
 #ifdef CTFORMER_SPLIT_EVERYTHING
 inline constexpr bool split_everything = true;
@@ -119,8 +119,12 @@ template <class F> inline bool split_grad_rows(std::size_t M, std::size_t N, std
 
 // Threads of the calling thread's executor (1: it runs alone).
 inline std::size_t threads() {
-    if constexpr (!CTFORMER_THREADS) return 1;
-    else return current_executor().parallel() ? current_executor().concurrency() : 1;
+    if constexpr (!CTFORMER_THREADS) {
+        return 1;
+    } else {
+        const executor_ref ex = current_executor();
+        return ex.parallel() ? ex.concurrency() : 1;
+    }
 }
 
 // ---- Calls ----

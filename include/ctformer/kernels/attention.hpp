@@ -127,6 +127,8 @@ template <class T, class Mask, class Drop>
 constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, keys_ref<T> k,
                            const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scratch,
                            const score_rule<T, Mask, Drop>& rule, T* lse = nullptr) {
+    // (named one by one, not bound: the lambdas below capture them, which clang 14 cannot do for
+    // structured bindings)
     const T scale = rule.scale;
     const Mask& mask = rule.mask;
     const head_ref hr = rule.head;
@@ -225,12 +227,7 @@ template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void query_span(std::size_t j0, std::size_t j1, const T* q, const E* kt, std::size_t ldk, const E* v,
                           std::size_t ldv, T* out, T& m, T& l, T* scores, std::size_t tile,
                           const score_rule<T, Mask, Drop>& rule) {
-    const T scale = rule.scale;
-    const Mask& mask = rule.mask;
-    const head_ref hr = rule.head;
-    const std::size_t qpos = rule.qpos0;
-    const Drop& drop = rule.drop;
-    const dropout_site site = rule.site;
+    const auto& [scale, mask, hr, qpos, drop, site] = rule;
     // keys below the key end can be blocked only by an element mask or dropout
     const bool drops = drop.drops(site);
     const bool v_finite = !(Mask::has_apply || drops) || cache_all_finite<T>(v + j0 * ldv, j1 - j0, Dh, ldv);

@@ -23,6 +23,7 @@
 //                              transformer.ln_f, lm_head). Names only: GPT-2's Conv1D checkpoints store
 //                              their weights transposed (in, out), this library as nn.Linear (out, in).
 #pragma once
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -30,87 +31,62 @@
 
 namespace ctformer {
 
-namespace detail {
-// The name of `member` in a list of (canonical, family) pairs, else the member's own.
-template <std::size_t N>
-constexpr std::string_view renamed(std::string_view member, const std::string_view (&pairs)[N][2]) {
-    for (const auto& p : pairs)
-        if (p[0] == member) return p[1];
-    return member;
-}
-}  // namespace detail
+// A naming table's data: for each role, (canonical, family) pairs in a static array named after
+// the role (model, stack, layer, attention, ffn); members not listed, and roles without an array,
+// keep their canonical names. A table derives from naming_table<Itself> and has a label.
+struct rename_pair {
+    std::string_view canonical, family;
+};
+template <class Table> struct naming_table {
+    template <class Role> static constexpr std::string_view rename(std::string_view member) {
+        for (const rename_pair& p : pairs<Role>())
+            if (p.canonical == member) return p.family;
+        return member;
+    }
 
-struct pytorch {
+  private:
+    template <class Role> static constexpr std::span<const rename_pair> pairs() {
+        if constexpr (std::is_same_v<Role, role::model> && requires { Table::model; }) return Table::model;
+        else if constexpr (std::is_same_v<Role, role::stack> && requires { Table::stack; }) return Table::stack;
+        else if constexpr (std::is_same_v<Role, role::layer> && requires { Table::layer; }) return Table::layer;
+        else if constexpr (std::is_same_v<Role, role::attention> && requires { Table::attention; }) return Table::attention;
+        else if constexpr (std::is_same_v<Role, role::ffn> && requires { Table::ffn; }) return Table::ffn;
+        else return {};
+    }
+};
+
+struct pytorch : naming_table<pytorch> {
     static constexpr const char* label = "pytorch";
-    template <class Role> static constexpr std::string_view rename(std::string_view m) {
-        if constexpr (std::is_same_v<Role, role::model>) {
-            constexpr std::string_view t[][2] = {{"tok_embeddings", "wte"}, {"pos_embeddings", "wpe"}, {"stack", "transformer"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::layer>) {
-            return m == "ffn" ? std::string_view{} : m;  // linear1, linear2 at the layer's level
-        } else if constexpr (std::is_same_v<Role, role::attention>) {
-            return m == "o_proj" ? std::string_view{"out_proj"} : m;
-        } else if constexpr (std::is_same_v<Role, role::ffn>) {
-            constexpr std::string_view t[][2] = {{"up_proj", "linear1"}, {"gate_proj", "linear_gate"}, {"down_proj", "linear2"}};
-            return detail::renamed(m, t);
-        } else {
-            return m;
-        }
-    }
+    static constexpr rename_pair model[] = {{"tok_embeddings", "wte"}, {"pos_embeddings", "wpe"}, {"stack", "transformer"}};
+    static constexpr rename_pair layer[] = {{"ffn", ""}};  // linear1, linear2 at the layer's level
+    static constexpr rename_pair attention[] = {{"o_proj", "out_proj"}};
+    static constexpr rename_pair ffn[] = {{"up_proj", "linear1"}, {"gate_proj", "linear_gate"}, {"down_proj", "linear2"}};
 };
 
-struct hugging_face {
+struct hugging_face : naming_table<hugging_face> {
     static constexpr const char* label = "hugging_face";
-    template <class Role> static constexpr std::string_view rename(std::string_view m) {
-        if constexpr (std::is_same_v<Role, role::model>) {
-            constexpr std::string_view t[][2] = {
-                {"tok_embeddings", "model.embed_tokens"}, {"pos_embeddings", "model.embed_positions"}, {"stack", "model"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::layer>) {
-            constexpr std::string_view t[][2] = {{"ffn", "mlp"},
-                                                 {"multihead_attn", "encoder_attn"},
-                                                 {"norm1", "input_layernorm"},
-                                                 {"norm2", "post_attention_layernorm"},
-                                                 {"norm3", "final_layernorm"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::attention>) {
-            return m == "out_proj" ? std::string_view{"o_proj"} : m;
-        } else if constexpr (std::is_same_v<Role, role::ffn>) {
-            constexpr std::string_view t[][2] = {{"linear1", "up_proj"}, {"linear2", "down_proj"}};
-            return detail::renamed(m, t);
-        } else {
-            return m;
-        }
-    }
+    static constexpr rename_pair model[] = {
+        {"tok_embeddings", "model.embed_tokens"}, {"pos_embeddings", "model.embed_positions"}, {"stack", "model"}};
+    static constexpr rename_pair layer[] = {{"ffn", "mlp"},
+                                            {"multihead_attn", "encoder_attn"},
+                                            {"norm1", "input_layernorm"},
+                                            {"norm2", "post_attention_layernorm"},
+                                            {"norm3", "final_layernorm"}};
+    static constexpr rename_pair attention[] = {{"out_proj", "o_proj"}};
+    static constexpr rename_pair ffn[] = {{"linear1", "up_proj"}, {"linear2", "down_proj"}};
 };
 
-struct gpt2 {
+struct gpt2 : naming_table<gpt2> {
     static constexpr const char* label = "gpt2";
-    template <class Role> static constexpr std::string_view rename(std::string_view m) {
-        if constexpr (std::is_same_v<Role, role::model>) {
-            constexpr std::string_view t[][2] = {
-                {"tok_embeddings", "transformer.wte"}, {"pos_embeddings", "transformer.wpe"}, {"stack", "transformer"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::stack>) {
-            constexpr std::string_view t[][2] = {{"layers", "h"}, {"norm", "ln_f"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::layer>) {
-            constexpr std::string_view t[][2] = {{"self_attn", "attn"},     {"multihead_attn", "crossattention"},
-                                                 {"ffn", "mlp"},           {"norm1", "ln_1"},
-                                                 {"norm2", "ln_2"},        {"norm3", "ln_cross_attn"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::attention>) {
-            constexpr std::string_view t[][2] = {
-                {"in_proj_weight", "c_attn.weight"}, {"in_proj_bias", "c_attn.bias"}, {"out_proj", "c_proj"}, {"o_proj", "c_proj"}};
-            return detail::renamed(m, t);
-        } else if constexpr (std::is_same_v<Role, role::ffn>) {
-            constexpr std::string_view t[][2] = {
-                {"linear1", "c_fc"}, {"linear2", "c_proj"}, {"up_proj", "c_fc"}, {"gate_proj", "c_gate"}, {"down_proj", "c_proj"}};
-            return detail::renamed(m, t);
-        } else {
-            return m;
-        }
-    }
+    static constexpr rename_pair model[] = {
+        {"tok_embeddings", "transformer.wte"}, {"pos_embeddings", "transformer.wpe"}, {"stack", "transformer"}};
+    static constexpr rename_pair stack[] = {{"layers", "h"}, {"norm", "ln_f"}};
+    static constexpr rename_pair layer[] = {{"self_attn", "attn"}, {"multihead_attn", "crossattention"}, {"ffn", "mlp"},
+                                            {"norm1", "ln_1"},     {"norm2", "ln_2"},                    {"norm3", "ln_cross_attn"}};
+    static constexpr rename_pair attention[] = {
+        {"in_proj_weight", "c_attn.weight"}, {"in_proj_bias", "c_attn.bias"}, {"out_proj", "c_proj"}, {"o_proj", "c_proj"}};
+    static constexpr rename_pair ffn[] = {
+        {"linear1", "c_fc"}, {"linear2", "c_proj"}, {"up_proj", "c_fc"}, {"gate_proj", "c_gate"}, {"down_proj", "c_proj"}};
 };
 
 }  // namespace ctformer
