@@ -35,7 +35,7 @@ using StoriesInt8A8 = Stories<6, ct::weights<ct::int8_per_channel, ct::int8_acti
 using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
-using GPT2 = ct::GPT<50257, Ctx, GPT2Block, 4>;
+using GPT2 = ct::GPT<50257, Ctx, 4, GPT2Block>;
 
 // The peer's weights when CTFORMER_PEER_MODELS is set, else a seeded init; aborts the benchmark on a
 // file that does not load (a wrong model would time the wrong thing).

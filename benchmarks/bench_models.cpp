@@ -29,7 +29,7 @@ namespace {
 constexpr std::size_t V = 64, Ctx = 64, D = 128, H = 4, F = 512, N = 4, B = 16, T = Ctx, Gen = 63;
 using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
                                    ct::activation<ct::gelu>>;
-using Model = ct::GPT<V, Ctx, Block, N>;
+using Model = ct::GPT<V, Ctx, N, Block>;
 
 void init(Model::Params& p) {
     unsigned s = 17;

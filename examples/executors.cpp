@@ -82,7 +82,7 @@ class task_executor {
 
 using Layer = ct::DecoderLayer<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>>;
 using Block = ct::DecoderOnlyBlock<ct::d_model<128>, ct::heads<4>, ct::ffn_dim<512>, ct::norm_first<true>>;
-using Model = ct::GPT<256, 64, Block, 2>;
+using Model = ct::GPT<256, 64, 2, Block>;
 constexpr std::size_t T = 64;
 
 static Layer::Params lp;

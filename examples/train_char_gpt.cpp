@@ -28,11 +28,11 @@
 constexpr std::size_t V = 64, Ctx = 64, D = 128, H = 4, F = 512, N = 4, B = 16, T = Ctx;
 using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
                                    ct::activation<ct::gelu>>;
-using Model = ct::GPT<V, Ctx, Block, N>;
+using Model = ct::GPT<V, Ctx, N, Block>;
 // The trained checkpoint evaluated with quantized weights (ct::weights<Fmt>: inference only)
 template <class Fmt>
-using QuantModel = ct::GPT<V, Ctx, ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
-                                                        ct::activation<ct::gelu>, ct::weights<Fmt>>, N>;
+using QuantModel = ct::GPT<V, Ctx, N, ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<H>, ct::ffn_dim<F>, ct::norm_first<true>,
+                                                        ct::activation<ct::gelu>, ct::weights<Fmt>>>;
 
 // The multi-megabyte roles start on 2 MB boundaries so that, advised before their first write
 // (main), the kernel can back them with huge pages (ct::advise_huge_pages; docs/api.md).

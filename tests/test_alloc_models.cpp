@@ -13,8 +13,8 @@ TEST_CASE("no heap allocation in stacks, the GPT (train, step, generate), optimi
     using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
     using S = ct::DecoderStack<L, 2>;
     using Blk = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>>;
-    using M = ct::GPT<13, 8, Blk, 2>;
-    using MT = ct::GPT<13, 8, Blk, 2, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
+    using M = ct::GPT<13, 8, 2, Blk>;
+    using MT = ct::GPT<13, 8, 2, Blk, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
     static S::Params sp;
     static S::Grads sg;
     static S::TrainWorkspace<2, 5, 7> sws;
@@ -142,10 +142,10 @@ TEST_CASE("no heap allocation with quantized weights: quantization at load, forw
     using M = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>,
                         ct::weights<ct::int4_group<8>>>;
     using G = ct::GPT<13, 8,
+                      2,
                       ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>,
-                                           ct::weights<ct::int8_per_channel, ct::int8_activations>, ct::kv_cache<ct::bf16>>,
-                      2, ct::tied_embeddings<true>>;
-    using GD = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>, 2, ct::tied_embeddings<true>>;
+                                           ct::weights<ct::int8_per_channel, ct::int8_activations>, ct::kv_cache<ct::bf16>>, ct::tied_embeddings<true>>;
+    using GD = ct::GPT<13, 8, 2, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>, ct::tied_embeddings<true>>;
     static Dense::Params dense;
     static GD::Params gdense;
     static M::Params p;
@@ -193,7 +193,7 @@ TEST_CASE("no heap allocation per call with a thread pool: layer, stack, GPT (tr
     using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
     using S = ct::DecoderStack<L, 2>;
     using Blk = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>>;
-    using M = ct::GPT<13, 8, Blk, 2>;
+    using M = ct::GPT<13, 8, 2, Blk>;
     using LM = ct::Llama<13, 8, 2, ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<24>>;
     static S::Params sp;
     static S::Grads sg;

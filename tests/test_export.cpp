@@ -125,9 +125,9 @@ TEST_CASE("export: each configuration field the file carries is checked at load"
     mismatch<Llama37<ct::kv_heads<2>>::Params>("export_llama", "tied: file true, type false");
     mismatch<ct::DecoderStack<ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>>, 3>::Params>(
         "export_stack", "layers: file 2, type 3");
-    mismatch<ct::GPT<17, 8, GBlock, 2>::Params>("export_gpt", "vocab: file 13, type 17");
-    mismatch<ct::GPT<13, 16, GBlock, 2>::Params>("export_gpt", "context: file 8, type 16");
-    mismatch<ct::GPT<13, 8, GBlock, 2, ct::tied_embeddings<true>>::Params>("export_gpt", "tied: file false, type true");
+    mismatch<ct::GPT<17, 8, 2, GBlock>::Params>("export_gpt", "vocab: file 13, type 17");
+    mismatch<ct::GPT<13, 16, 2, GBlock>::Params>("export_gpt", "context: file 8, type 16");
+    mismatch<ct::GPT<13, 8, 2, GBlock, ct::tied_embeddings<true>>::Params>("export_gpt", "tied: file false, type true");
     // another kind altogether
     mismatch<ExportLayer::Params>("export_gpt", "kind: file gpt, type decoder_layer");
 }

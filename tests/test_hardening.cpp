@@ -24,8 +24,8 @@ using CheckedDec = ct::DecoderLayer<ct::d_model<D>, ct::heads<2>, ct::ffn_dim<32
 using CheckedDecStack = ct::DecoderStack<CheckedDec, 2>;
 using Block = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<2>, ct::ffn_dim<32>, ct::norm_first<true>,
                                    ct::activation<ct::gelu>>;
-using Gpt = ct::GPT<11, 12, Block, 2>;
-using CheckedGpt = ct::GPT<11, 12, CheckedBlock, 2>;
+using Gpt = ct::GPT<11, 12, 2, Block>;
+using CheckedGpt = ct::GPT<11, 12, 2, CheckedBlock>;
 
 template <class X> std::vector<unsigned char> bytes_of(const X& x) {
     std::vector<unsigned char> v(sizeof x);

@@ -276,7 +276,7 @@ TEST_CASE("names apart from structure: a Llama under GPT-2's names, and a plain 
     // the GPT-shaped model (packed attention, plain FFN, learned positions) under Hugging Face's table
     using Block = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>, ct::norm_first<true>,
                                        ct::param_names<ct::hugging_face>, ct::separate_qkv<false>>;
-    using M = ct::GPT<11, 8, Block, 1, ct::param_names<ct::hugging_face>>;
+    using M = ct::GPT<11, 8, 1, Block, ct::param_names<ct::hugging_face>>;
     static M::Params m;
     ref::randomize(m, 44);
     const std::vector<std::string> mn = names_of(m);

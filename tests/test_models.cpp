@@ -17,8 +17,8 @@ using DecStack = ct::DecoderStack<Dec, 2>;
 template <class T>
 using GBlock = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
                                     ct::activation<ct::gelu>, ct::dtype<T>>;
-template <class T> using SmallGPT = ct::GPT<13, 8, GBlock<T>, 2>;
-using TiedGPT = ct::GPT<13, 8, GBlock<double>, 2, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
+template <class T> using SmallGPT = ct::GPT<13, 8, 2, GBlock<T>>;
+using TiedGPT = ct::GPT<13, 8, 2, GBlock<double>, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
 
 // Every role's byte size is a compile-time constant, Params included, equal to its sizeof.
 static_assert(Dec::Params::bytes == sizeof(Dec::Params) && DecStack::Params::bytes == sizeof(DecStack::Params));

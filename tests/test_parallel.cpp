@@ -332,7 +332,7 @@ template <class M> void gpt_case(const char* what) {
 
 TEST_CASE("parallel: GPT training steps, evaluation and generation") {
     using Blk = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
-    gpt_case<ct::GPT<37, 12, Blk, 2>>("GPT");
+    gpt_case<ct::GPT<37, 12, 2, Blk>>("GPT");
 }
 
 TEST_CASE("parallel: Llama (RoPE, grouped-query attention, SwiGLU) training steps and generation") {

@@ -8,8 +8,8 @@ namespace {
 using namespace quant_test;
 
 template <class Fmt>
-using GPTQ = ct::GPT<13, 8, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
-                                                 ct::activation<ct::gelu>, ct::weights<Fmt>>, 2>;
+using GPTQ = ct::GPT<13, 8, 2, ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
+                                                 ct::activation<ct::gelu>, ct::weights<Fmt>>>;
 using GPTD = GPTQ<ct::dense>;
 
 // forward logits, step token by token (the GEMV path) and greedy generation, quantized vs float

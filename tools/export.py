@@ -199,7 +199,7 @@ def cpp_alias(c, dtype, name="Model", weights=("dense", 0)):
         return "using %s = ct::DecoderStack<%s, %d%s>;" % (name, block, c["layers"], "" if c["final_norm"] else ", false")
     extra = ([", ct::tied_embeddings<true>"] if c["tied"] else []) + \
             ([", ct::positions<ct::sinusoidal>"] if c["positions"] == "sinusoidal" else [])
-    return "using %s = ct::GPT<%d, %d, %s, %d%s>;" % (name, c["vocab"], c["context"], block, c["layers"], "".join(extra))
+    return "using %s = ct::GPT<%d, %d, %d, %s%s>;" % (name, c["vocab"], c["context"], c["layers"], block, "".join(extra))
 
 
 # The weight matrices ctformer stores in its weight format (a tied embedding is the LM head).

@@ -5,7 +5,7 @@
 
 using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
 using Blk = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
-using G = ct::GPT<16, 8, Blk, 2>;
+using G = ct::GPT<16, 8, 2, Blk>;
 
 static L::Params p;
 static L::Workspace<1, 8, 8> ws;

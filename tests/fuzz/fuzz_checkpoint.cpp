@@ -15,7 +15,7 @@
 
 namespace {
 using Block = ct::DecoderOnlyBlock<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<12>, ct::norm_first<true>>;
-using Model = ct::GPT<5, 4, Block, 1>;
+using Model = ct::GPT<5, 4, 1, Block>;
 struct State {
     Model::Params params;
     ct::AdamW<Model::Params> opt;

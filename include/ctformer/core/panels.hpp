@@ -12,7 +12,7 @@
 
 #include "../simd/simd.hpp"
 
-namespace ctformer::kernels {
+namespace ctformer::panels {
 
 template <class T> struct gemm_tile {
     static constexpr std::size_t W = simd::width<T>;
@@ -52,4 +52,13 @@ template <class T> constexpr std::size_t panel_index(std::size_t K, std::size_t 
     return ((n / NR) * K + k) * NR + n % NR;
 }
 
+}  // namespace ctformer::panels
+
+namespace ctformer::kernels {
+// The kernels read the layout they compute with by its kernel-side names.
+using panels::gemm_tile;
+using panels::padded_row_stride;
+using panels::panel_count;
+using panels::panel_elems;
+using panels::panel_index;
 }  // namespace ctformer::kernels

@@ -95,10 +95,10 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     using format = Fmt;
     using shape_of<Out, In>::size;
     static constexpr std::size_t out_features = Out, in_features = In, segment = Seg, segments = Out / Seg;
-    static constexpr std::size_t NR = kernels::gemm_tile<float>::NR, P = Fmt::per_word;
+    static constexpr std::size_t NR = panels::gemm_tile<float>::NR, P = Fmt::per_word;
     static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;  // scale rows per panel
-    static constexpr std::size_t segment_words = kernels::panel_count<float>(Seg) * (In / P) * NR;
-    static constexpr std::size_t segment_scales = Fmt::scaled ? kernels::panel_count<float>(Seg) * groups * NR : 0;
+    static constexpr std::size_t segment_words = panels::panel_count<float>(Seg) * (In / P) * NR;
+    static constexpr std::size_t segment_scales = Fmt::scaled ? panels::panel_count<float>(Seg) * groups * NR : 0;
     static constexpr bool segments_contiguous = Seg % NR == 0;
     alignas(64) std::uint32_t storage[segments * segment_words];
     alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];

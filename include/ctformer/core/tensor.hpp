@@ -53,7 +53,7 @@ template <class T, std::size_t... Dims> struct TensorView : shape_of<Dims...> {
 };
 
 // PyTorch Linear weight W: (Out, In), stored for the GEMM as Wᵀ: (In, Out) in column panels
-// (kernels/panels.hpp), the order the micro-kernel and the decoding GEMV read it: packed once at
+// (core/panels.hpp), the order the micro-kernel and the decoding GEMV read it: packed once at
 // load time, no second copy. get/set present PyTorch's shape and element order, so the import
 // format stays PyTorch's. Seg: W's rows form Out / Seg blocks used separately (MultiheadAttention's
 // Wq | Wk | Wv); each block starts on a whole panel so a kernel can read any block alone.
@@ -62,8 +62,8 @@ template <class T, std::size_t Out, std::size_t In, std::size_t Seg = Out> struc
     using value_type = T;
     using shape_of<Out, In>::size;
     static constexpr std::size_t out_features = Out, in_features = In, segment = Seg, segments = Out / Seg;
-    static constexpr std::size_t NR = kernels::gemm_tile<T>::NR;
-    static constexpr std::size_t segment_elems = kernels::panel_elems<T>(In, Seg);
+    static constexpr std::size_t NR = panels::gemm_tile<T>::NR;
+    static constexpr std::size_t segment_elems = panels::panel_elems<T>(In, Seg);
     static constexpr std::size_t storage_size = segments * segment_elems;
     // Segments abut without padding: one GEMM may span several.
     static constexpr bool segments_contiguous = Seg % NR == 0;
@@ -75,7 +75,7 @@ template <class T, std::size_t Out, std::size_t In, std::size_t Seg = Out> struc
     // Element i of W in PyTorch's row-major (Out, In) order.
     static constexpr std::size_t storage_index(std::size_t i) {
         const std::size_t o = i / In, k = i % In;
-        return o / Seg * segment_elems + kernels::panel_index<T>(In, k, o % Seg);
+        return o / Seg * segment_elems + panels::panel_index<T>(In, k, o % Seg);
     }
     constexpr T get(std::size_t i) const { return storage[storage_index(i)]; }
     constexpr void set(std::size_t i, T v) { storage[storage_index(i)] = v; }

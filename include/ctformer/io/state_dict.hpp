@@ -42,7 +42,7 @@ template <class T> struct tensor_ref {
     std::size_t index(std::size_t i) const {
         if (in == 0) return i;
         const std::size_t o = i / in, k = i % in;
-        return o / seg * segment_elems + kernels::panel_index<std::remove_const_t<T>>(in, k, o % seg);
+        return o / seg * segment_elems + panels::panel_index<std::remove_const_t<T>>(in, k, o % seg);
     }
 };
 template <class X> auto ref_of(X& x) {

@@ -69,6 +69,7 @@ template <class T> struct keys_ref {
 // every zero probability: the exact path when some value is not finite, where a blocked key
 // (p = 0) must contribute nothing rather than 0·NaN (the GEMM multiplies every pair).
 // (v as E: T, or a bf16 cache's bits.)
+// (parameters: plain pointers and strides, unpacked from the views at attend's boundary.)
 template <class T, class E>
 constexpr void values_skipping_zeros(std::size_t rows, std::size_t n, std::size_t Dh, const T* p, std::size_t pr,
                                      std::size_t pj, const E* v, std::size_t ldv, T* out, std::size_t ldo) {
@@ -123,6 +124,7 @@ constexpr void load_queries(std::size_t rows, std::size_t Dh, const T* q, std::s
 // maximum and sum are then vertical vector operations over the rows, however few the keys, and the
 // tile (n, rows) is already the k-major operand of the value product (gemm_tn). Key ends are held
 // as T to be compared in vectors (exact below 2^24 keys in float).
+// (parameters: plain pointers and strides, unpacked from the views at attend's boundary.)
 template <class T, class Mask, class Drop>
 constexpr void attend_head(std::size_t Tq, std::size_t S, std::size_t Dh, const T* q, std::size_t ldq, keys_ref<T> k,
                            const T* v, std::size_t ldv, T* out, std::size_t ldo, T* scratch,
@@ -223,6 +225,7 @@ constexpr std::size_t query_span_elems(std::size_t Dh) { return Dh + 2; }
 
 // Keys [j0, j1) of one query row: out: (Dh) = Σ exp(s - m)·v, m the scores' max, l = Σ exp(s - m)
 // (l = 0: every key blocked). Passes of `tile` keys, online softmax across them.
+// (parameters: plain pointers and strides, unpacked from the views at attend's boundary.)
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void query_span(std::size_t j0, std::size_t j1, const T* q, const E* kt, std::size_t ldk, const E* v,
                           std::size_t ldv, T* out, T& m, T& l, T* scores, std::size_t tile,
@@ -288,6 +291,7 @@ template <class T> struct key_spans {
 // bookkeeping: a span's scores fill the whole scratch (tile keys per pass), so a step costs one
 // GEMV along the keys, one softmax and one GEMV along the values. ks.states: span ks.j only, or
 // the merge of the spans there.
+// (parameters: plain pointers and strides, unpacked from the views at attend's boundary.)
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend_query(std::size_t S, const T* q, const E* kt, std::size_t ldk, const E* v, std::size_t ldv, T* out,
                             T* scores, std::size_t tile, const score_rule<T, Mask, Drop>& rule, T* lse = nullptr,
@@ -333,6 +337,7 @@ struct query_rows {
 // over transposed keys (a decoding step). The views are unpacked here, at the boundary: the bodies
 // index plain pointers. A bf16 cache (E not T) is read by attend_query, row by row: it widens each
 // vector as it loads it.
+// (parameters: plain pointers and strides, unpacked from the views at attend's boundary.)
 template <std::size_t Dh, class T, class Mask, class Drop, class E>
 constexpr void attend(std::size_t Tq, std::size_t S, strided<const T> q, keys_ref<E> k, strided<const E> v,
                       strided<T> out, T* scores, const score_rule<T, Mask, Drop>& rule, T* lse = nullptr,

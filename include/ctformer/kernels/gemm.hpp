@@ -104,6 +104,7 @@ template <class T> constexpr std::size_t balanced_rows(std::size_t left) {
 // Row tails: dispatch a runtime row count 1..MR to the compile-time tile (a fold, no recursion);
 // last: then act over the tile's rows, still in L1. Compact kernels: a whole tile, or the rows one
 // by one.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, std::size_t V, a_layout AL, bool PackedB, class Act, std::size_t... Rs>
 inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t kc, const T* a, std::size_t lda,
                        const T* b, std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
@@ -134,6 +135,7 @@ inline void micro_rows(std::size_t rows, std::index_sequence<Rs...>, std::size_t
 // Columns narrower than one vector: plain scalar dot products. Also the scalar reference of every
 // entry point, and all of them in a constant expression (xsimd is not constexpr). a in layout AL
 // (rows or cols).
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <a_layout AL = a_layout::rows, class T, class Act>
 constexpr void scalar_cols(std::size_t rows, std::size_t cols, std::size_t kc, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, bool from_c, bool last,
@@ -163,6 +165,7 @@ template <class T, a_layout AL> constexpr bool packs_a(std::size_t rows, std::si
 // Few rows (a decoding step, a GEMV): stream b's rows front to back, four at a time, and
 // accumulate the M <= small_m_rows output rows in c (which stays in L1). Reading b contiguously is
 // what bounds a step: its weights come from L2/L3 once per token.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class Act>
 inline void gemm_small_m(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                          std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
@@ -357,6 +360,7 @@ inline void prefetch_c_tile(const T* c, std::size_t ldc, std::size_t M, std::siz
 // Columns [n_lo, n_hi) only (n_lo a multiple of NR): a part of the columns, the operands' layout
 // still that of all N. c in panel layout: ldc is its panels' row count where c holds more rows
 // than these M (0: M).
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, a_layout AL, b_layout BL, c_layout CL, class Act>
 inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                         std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,
@@ -459,6 +463,7 @@ inline void gemm_packed(std::size_t M, std::size_t N, std::size_t K, const T* a,
 // is under two cache lines (256-bit vectors and narrower: the 6 x 16 tile consumes a panel's lines
 // twice as fast per FMA as the 12 x 32 one) and the weight exceeds forward_prefetch_min_bytes.
 // (Measurements: scripts/performance_log.md, "GEMM: panel order and prefetch".)
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class Act>
 inline void gemm_panels_packed(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                                T* c, std::size_t ldc, const T* bias, const Act& act, T* pack, bool accumulate) {
@@ -564,6 +569,7 @@ template <class T> struct panel_source<const T*> {
 
 // c: (R, N) at ldc (+)= a: (R, K) · the panels of b (a panel_source) + bias, then act. (A: T, or
 // the rows as the source reads them: int8 activations, gemv_int8.hpp.)
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, std::size_t R, class B, class A, class Act>
 inline void gemv_panels(std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c, std::size_t ldc,
                         const T* bias, const Act& act, bool accumulate) {
@@ -601,6 +607,7 @@ template <class T, class F> inline bool split_panels(std::size_t M, std::size_t 
     return schedule::split_panels<gemm_tile<T>::NR>(M, N, K, f);
 }
 
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class B, class A, class Act>
 inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                            std::size_t ldc, const T* bias, const Act& act, bool accumulate);
@@ -608,6 +615,7 @@ inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A*
 // Rows 1..4 (small_m_rows) of any panel source through the GEMV at its compile-time row count, its
 // panels split over the current executor (each thread streams its share of the weights); false
 // (nothing done) for more rows.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class B, class A, class Act>
 inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                       std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
@@ -619,6 +627,7 @@ inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, s
     return schedule::split_gemv<gemm_tile<T>::NR>(M, N, K, part) ||
            gemv_rows_here(M, N, K, a, lda, b, c, ldc, bias, act, accumulate);
 }
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class B, class A, class Act>
 inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                            std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
@@ -633,6 +642,7 @@ inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A*
 
 // Unpacked: register tiles over a (layout AL) and b (row-major) where they are, K in KC blocks;
 // columns past the last whole vector as scalar dot products.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <a_layout AL, class T, class Act>
 [[gnu::noinline]] inline void gemm_in_place(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                           std::size_t ldb, T* c, std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
@@ -710,6 +720,7 @@ template <class T> constexpr std::size_t gemm_pack_elems(std::size_t max_rows, s
 // Strides lda/ldb/ldc are in elements; c must not overlap a or b. pack (optional): scratch of
 // gemm_pack_elems<T>(M) elements; with it a and b are packed (the fast path for M > 4).
 // accumulate: c = act(c + a·b + bias), as in gemm_panels.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class Act = identity_op>
 constexpr void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
                     std::size_t ldb, T* c, std::size_t ldc, const T* bias = nullptr, const Act& act = {},
@@ -727,6 +738,7 @@ constexpr void gemm(std::size_t M, std::size_t N, std::size_t K, const T* a, std
 
 // c: (M, N) (+)= aᵀ · b with a stored transposed, (K, M) at lda, and b: (K, N) row-major at ldb,
 // both read where they are (operands that sit in L1: attention's key and probability tiles).
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T>
 constexpr void gemm_tn(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b, std::size_t ldb,
                        T* c, std::size_t ldc, bool accumulate) {
@@ -742,6 +754,7 @@ constexpr void gemm_tn(std::size_t M, std::size_t N, std::size_t K, const T* a, 
 // panel layout (panels.hpp: PackedWeight::panels()). accumulate: c = act(c + a·b + bias), the
 // residual add fused into the epilogue. pack: scratch of gemm_pack_elems<T>(M) elements for a's
 // rows (unused when M <= small_m_rows). c must not overlap a or b.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T, class Act = identity_op>
 constexpr void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda,
                            const T* b_panels, T* c, std::size_t ldc, const T* bias, const Act& act, T* pack,

@@ -159,6 +159,7 @@ template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
 // block and, where the dense path would pack it, a's block).
 template <class Fmt, class Act = identity_op>
     requires(!Fmt::integer_dot)
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
                         float* pack, bool accumulate = false) {
@@ -214,6 +215,7 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
 // The int8-activation formats: their own path for every row count (gemv_int8.hpp; pack unused).
 template <class Fmt, class Act = identity_op>
     requires(Fmt::integer_dot)
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                         const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,
                         float*, bool accumulate = false) {

@@ -77,6 +77,7 @@ inline void gemm_tn_panels(std::size_t M, std::size_t N, std::size_t K, const T*
 // An input's gradient: c: (M, N) (+)= a: (M, K) · Pᵀ, P: (N, K) in panel layout (a weight stored
 // as Wᵀ panels, so Pᵀ = W: this is dX = dY · W).
 // Pack: gemm_train_pack_elems<T>(M, K, N) elements at least.
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class T>
 inline void gemm_nt_panels(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* p_panels,
                            T* c, std::size_t ldc, T* pack, bool accumulate) {

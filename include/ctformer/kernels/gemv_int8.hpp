@@ -231,6 +231,7 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
 }  // namespace detail
 
 // gemm_panels' contract for the int8-activation formats (any M: four rows at a time).
+// (BLAS's parameters: each matrix a pointer and its leading dimension, then the epilogue's.)
 template <class Fmt, class Act>
 inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
                              const quant_panels<Fmt>& b, float* c, std::size_t ldc, const float* bias, const Act& act,

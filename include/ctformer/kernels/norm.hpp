@@ -168,6 +168,7 @@ inline void norm_param_grads(const T* x, const T* dy, std::size_t n, row_stats_t
     }
 }
 
+// (parameters: one row's tensors and gradients as plain pointers, the per-row kernel's form.)
 template <class T>
 inline void norm_row_backward(const T* x, const T* dy, T* dx, std::size_t n, row_stats_t<T> s, bool center,
                               const T* gamma, T* dgamma, T* dbeta, bool accumulate) {

@@ -83,6 +83,7 @@ template <class T> constexpr T online_softmax_tile(T* row, std::size_t n, T& m, 
 }
 
 // online_softmax_cols for the L columns of one V (a vector, or T for one column).
+// (parameters: one column group's running state, each a pointer the caller's loop advances.)
 template <class T, class V, std::size_t L, class Load, class Store>
 constexpr void softmax_col_group(T* s, std::size_t n, std::size_t ld, const T* kend, std::size_t j0, T* m, T* l,
                                  T* corr, Load load, Store store) {

@@ -32,6 +32,7 @@
 #include "../core/schedule.hpp"
 #include "params.hpp"
 #include "roles.hpp"
+#include "row_regions.hpp"
 #include "../core/status.hpp"
 #include "../core/tensor.hpp"
 
@@ -39,7 +40,7 @@ namespace ctformer {
 
 template <class L, std::size_t N, bool FinalNorm> struct DecoderStack;
 
-template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
+template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regions<Cfg> {
     // A stack checks its call once, then runs its layers' backward without re-checking (stack.hpp).
     template <class, std::size_t, bool> friend struct DecoderStack;
     using config = Cfg;
@@ -66,6 +67,13 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
     using checks::check_call;
     using checks::check_trainable;
     using checks::data_of;
+    // The row stages' scheduling (row_regions.hpp): run_rows below is written against over_rows.
+    using rows = detail::row_regions<Cfg>;
+    using typename rows::row_scratch;
+    using rows::add_rows;
+    using rows::copy_rows;
+    using rows::in_row_parts;
+    using rows::over_rows;
 
     // ---- Memory roles (roles.hpp); each has a static constexpr bytes ----
     template <std::size_t B, std::size_t Tq, std::size_t S = Tq> using Workspace = ctformer::Workspace<Cfg, B, Tq, S>;
@@ -199,6 +207,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
     // acts (training): the attention's q|k|v, outputs and log-sum-exps, linear1's pre-activation
     // and each norm's input are written there instead of (or besides) the workspace.
     // Everything but the heads is row-local: it runs in row stages (over_rows), between the heads.
+    // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
     template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
     static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
@@ -282,53 +291,6 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
     // (A training call whose weight gradients would not split runs alone, schedule::train_alone:
     // its backward would read back on one core what the forward's parts wrote on two.)
 
-    // ---- Row regions ----
-    // Where the layer's weights are a few MB at most (schedule::row_weight_bytes) and a part's
-    // scratch fits its stack, a forward runs each row stage as one parallel region over parts of
-    // the rows (in chunks of part_rows, with their own scratch on the part's stack): a row's
-    // activations then stay on one core from a stage's first product to its last, where
-    // per-product column splits moved them between cores once per product, and each core reads
-    // every weight instead (scripts/performance_log.md). Otherwise a stage runs over all rows
-    // at once and each product splits its columns. Rows give the same bits however they are
-    // grouped (the GEMM computes each output element alone: kernels/gemm.hpp).
-    struct row_scratch {
-        T* pack;    // the GEMMs' packing scratch
-        T* hidden;  // the FFN's hidden rows of the stage's first row on (at FFN::ldh)
-    };
-    static constexpr std::size_t part_rows = 32;
-    static constexpr std::size_t part_pack_elems = kernels::gemm_pack_elems<T>(part_rows, D > F ? D : F);
-    static constexpr bool row_parts_fit =
-        !Cfg::quantized && schedule::row_regions_fit(sizeof(Params), (part_pack_elems + part_rows * FFN::ldh) * sizeof(T));
-    static constexpr bool in_row_parts(std::size_t M) {
-        if constexpr (!row_parts_fit) return false;
-        else return !std::is_constant_evaluated() && schedule::in_row_regions(M);
-    }
-    // stage(r0, r1, scratch) over rows [0, n): in row regions (core/schedule.hpp), or here at once.
-    template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
-        if constexpr (row_parts_fit) {
-            constexpr std::size_t rb = schedule::row_part_block;
-            if (parts && schedule::split_row_regions(n, [&](std::size_t b0, std::size_t b1) {
-                    alignas(64) T pack[part_pack_elems], hidden[part_rows * FFN::ldh];
-                    const std::size_t end = b1 * rb < n ? b1 * rb : n;
-                    for (std::size_t r = b0 * rb; r < end; r += part_rows)
-                        stage(r, end - r < part_rows ? end : r + part_rows, row_scratch{pack, hidden});
-                }))
-                return;
-        }
-        stage(std::size_t(0), n, whole);
-    }
-    // y: (rows, D) = x, and y = a + b (y may alias a): rows in parts
-    static constexpr void copy_rows(const T* x, T* y, std::size_t rows) {
-        schedule::split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
-            for (std::size_t i = r0 * D; i < r1 * D; ++i) y[i] = x[i];
-        });
-    }
-    static constexpr void add_rows(T* y, const T* a, const T* b, std::size_t rows) {
-        schedule::split_rows(rows, D, [&](std::size_t r0, std::size_t r1) {
-            kernels::add(y + r0 * D, a + r0 * D, b + r0 * D, (r1 - r0) * D);
-        });
-    }
-
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
     static constexpr void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
                     const CM& cm, const Drop& drop, Acts* acts) {
@@ -351,6 +313,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
     // Sub-layer k (self, [cross,] ffn), post-norm: grad = norm_k'(grad); its branch's gradient
     // (through the output dropout) goes back through the branch and adds onto grad.
     // Pre-norm: the branch's input gradient goes back through norm_k and adds onto grad.
+    // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
     static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
                               const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
@@ -370,7 +333,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
             }
             if constexpr (pre_norm) {
                 NormM::forward(norm_of(p, k), a.x[k], ws.input, M);
-                branch_backward(static_cast<const T*>(ws.input), dbranch, ws.din, false);
+                branch_backward(modules::branch_grad<T>{ws.input, dbranch, ws.din, false});
                 NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k], ws.din, grad, M, true);
             } else {
                 const T* in = a.x[0];
@@ -378,21 +341,18 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
                     NormM::forward(norm_of(p, k - 1), a.x[k], ws.input, M);
                     in = ws.input;
                 }
-                branch_backward(in, dbranch, grad, true);
+                branch_backward(modules::branch_grad<T>{in, dbranch, grad, true});
             }
         };
-        sublayer(sublayers - 1, dropout_site::ffn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            FFN::backward(ffn_of(p), ffn_of(g), in, a.ffn.u, dy, ws.hidden(), dx, acc, M, Tq, drop, sc.pack);
+        sublayer(sublayers - 1, dropout_site::ffn_out, [&](const modules::branch_grad<T>& bg) {
+            FFN::backward(ffn_of(p), ffn_of(g), bg, a.ffn.u, ws.hidden(), M, Tq, drop, sc.pack);
         });
         if constexpr (cross)
-            sublayer(1, dropout_site::cross_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-                const auto& c = a.cross_attn;
-                Attn::cross_backward(p.multihead_attn, g.multihead_attn, in, c.q, c.mem, c.kv_mem, c.ctx, c.lse, dy, dx,
-                                     acc, d_mem, B, Tq, S, cm, drop, sc_cross);
+            sublayer(1, dropout_site::cross_attn_out, [&](const modules::branch_grad<T>& bg) {
+                Attn::cross_backward(p.multihead_attn, g.multihead_attn, a.cross_attn, bg, d_mem, B, cm, drop, sc_cross);
             });
-        sublayer(0, dropout_site::self_attn_out, [&](const T* in, const T* dy, T* dx, bool acc) {
-            const auto& sa = a.self_attn;
-            Attn::self_backward(p.self_attn, g.self_attn, in, sa.qkv, sa.ctx, sa.lse, dy, dx, acc, B, Tq, sm, drop, sc);
+        sublayer(0, dropout_site::self_attn_out, [&](const modules::branch_grad<T>& bg) {
+            Attn::self_backward(p.self_attn, g.self_attn, a.self_attn, bg, B, sm, drop, sc);
         });
         add_rows(d_tgt, d_tgt, grad, M);
     }
@@ -419,6 +379,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg> {
         (void)sizeof(CM);
     }
 
+    // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
     template <class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
     static status step_impl(const Params& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
                             const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,

@@ -4,7 +4,7 @@
 //
 //   using Block = ct::DecoderOnlyBlock<ct::d_model<128>, ct::heads<4>, ct::ffn_dim<512>, ct::norm_first<true>,
 //                                      ct::activation<ct::gelu>>;
-//   using Model = ct::GPT<65, 128, Block, 4>;                  // vocab, context, block, layers
+//   using Model = ct::GPT<65, 128, 4, Block>;                  // vocab, context, layers, block
 //   static Model::Params params;  static Model::TrainWorkspace<8, 128> ws;  static Model::Activations<8, 128> acts;
 //   float loss;
 //   Model::forward_train(params, ws, acts, tokens, targets, loss);   // tokens, targets: (8, 128) ct::token
@@ -79,7 +79,9 @@ struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
                              (head_t, lm_head));
 };
 
-template <std::size_t V, std::size_t Ctx, class Block, std::size_t N, class... Opts> struct GPT {
+// One argument order for every model: vocab, context, layers, then the block (a type here; Llama's
+// block options inline, models/llama.hpp), then the model's options.
+template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... Opts> struct GPT {
     static_assert(!Block::cross, "ctformer: a GPT is built from decoder-only blocks (ct::DecoderOnlyBlock)");
     static_assert(V > 0 && Ctx > 0, "ctformer: vocab and context must be non-zero");
     static_assert(V <= 0x7fffffff, "ctformer: token ids are 32-bit");

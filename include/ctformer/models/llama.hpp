@@ -20,8 +20,9 @@
 namespace ctformer {
 
 template <std::size_t V, std::size_t Ctx, std::size_t N, class... Opts>
-using Llama = GPT<V, Ctx, Layer<typename detail::defaulted<decltype(llama_defaults{} + detail::type_list<max_positions<Ctx>>{}),
-                                                          Opts...>::type>,
-                  N, positions<rotary>, param_names<hugging_face>, Opts...>;
+using Llama = GPT<V, Ctx, N,
+                  Layer<typename detail::defaulted<decltype(llama_defaults{} + detail::type_list<max_positions<Ctx>>{}),
+                                                   Opts...>::type>,
+                  positions<rotary>, param_names<hugging_face>, Opts...>;
 
 }  // namespace ctformer

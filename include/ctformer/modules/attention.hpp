@@ -1,8 +1,8 @@
 // ctformer/modules/attention.hpp — torch.nn.MultiheadAttention as the decoder layer uses it:
 // self-attention (q, k, v from the same rows) and cross-attention (q from the rows, k, v from the
-// memory), forward and backward side by side, and the key/value *sources* that let the full
-// forward and the cached step share the same code. (Its params and score scales:
-// attention_params.hpp; how its heads are cut over threads: core/schedule.hpp.)
+// memory), forward and backward side by side. (Its params and score scales: attention_params.hpp;
+// the key/value sources that let the full forward and the cached step share this code:
+// attention_sources.hpp; how its heads are cut over threads: core/schedule.hpp.)
 #pragma once
 #include <array>
 #include <cstddef>
@@ -14,6 +14,7 @@
 #include "../kernels/attention.hpp"
 #include "../kernels/rope.hpp"
 #include "attention_params.hpp"
+#include "attention_sources.hpp"
 #include "linear.hpp"
 
 namespace ctformer::modules {
@@ -80,78 +81,14 @@ template <class Cfg> struct attention {
         alignas(64) T lse[M * H];
     };
 
-    // ---- Key/value sources: where one (batch row, head)'s keys and values come from. ----
-    // The full forward reads its projections where they are; the step appends them to a KVCache
-    // and reads the cache (keys transposed). Everything else in the pipeline is shared.
-    // (E: what the keys and values are stored as: T, or a bf16 cache's bits)
-    template <class E = T> struct kv_view {
-        keys_ref<E> k;
-        strided<const E> v;  // values: (keys, Dh)
-        std::size_t keys;   // number of keys visible to this call
-        std::size_t rows;   // query rows of batch row b in this call
-        std::size_t qpos0;  // absolute position of the first query row
-    };
-    // Forward, self-attention: keys of the Tq rows themselves.
-    // (Sources of self-attention give key/value head kh's view to each of its query heads, and
-    // say where batch row b's rows start (first_pos) and how many are fed, for RoPE; a source with
-    // a cache stores the new rows first, once per (b, kh).)
-    struct transient_self {
-        std::size_t Tq;
-        constexpr kv_view<> operator()(std::size_t, std::size_t, const T* k, const T* v, std::size_t ld) const {
-            return {{k, ld, false}, {v, ld}, Tq, Tq, 0};
-        }
-        constexpr std::size_t keys(std::size_t) const { return Tq; }
-        constexpr std::size_t first_pos(std::size_t) const { return 0; }
-        constexpr std::size_t fed(std::size_t) const { return Tq; }
-    };
-    // Forward, cross-attention: keys/values of the memory rows, projected once per call after the
-    // self-attention's heads (in a Workspace they take the dead self q|k|v's place: roles.hpp).
-    struct transient_cross {
-        const T* mem;  // (rows, D) the memory, rows = B*S
-        T* kv_mem;     // (rows, 2D) at stride kv_ld: k | v per memory row
-        std::size_t rows, S, Tq;
-        // memory rows [m0, m1) -> their k|v (the whole forward projects rows [0, memory_rows()))
-        constexpr std::size_t memory_rows() const { return rows; }
-        constexpr void project(const Params& p, std::size_t m0, std::size_t m1, T* pack) const {
-            project_memory(p, mem + m0 * D, m1 - m0, kv_mem + m0 * kv_ld, kv_ld, pack);
-        }
-        constexpr kv_view<> operator()(std::size_t b, std::size_t h) const {
-            const T* kv = kv_mem + b * S * kv_ld + h * Dh;
-            return {{kv, kv_ld, false}, {kv + D, kv_ld}, S, Tq, 0};
-        }
-        constexpr std::size_t keys(std::size_t) const { return S; }
-    };
-    // Step, self-attention: append the new rows' keys/values, attend over the whole cache row.
-    template <class Cache> struct cached_self {
-        Cache& cache;
-        const std::array<std::size_t, Cache::batch>& pos0;
-        const std::array<std::size_t, Cache::batch>& count;
-        constexpr void store(std::size_t b, std::size_t kh, const T* k, const T* v, std::size_t ld) const {
-            for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, kh, pos0[b] + i, k + i * ld, v + i * ld);
-        }
-        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t kh, const T*, const T*,
-                                                                   std::size_t) const {
-            return {{cache.keys_t(b, kh), Cache::capacity, true}, {cache.values(b, kh), Dh}, pos0[b] + count[b],
-                    count[b], pos0[b]};
-        }
-        constexpr std::size_t first_pos(std::size_t b) const { return pos0[b]; }
-        constexpr std::size_t fed(std::size_t b) const { return count[b]; }
-        constexpr std::size_t keys(std::size_t b) const { return pos0[b] + count[b]; }
-    };
-    // Step, cross-attention: the memory's keys/values, computed once by fill_cross_cache.
-    template <class Cache, std::size_t B> struct cached_cross {
-        const Cache& cache;
-        const std::array<std::size_t, B>& pos0;
-        const std::array<std::size_t, B>& count;
-        static constexpr std::size_t memory_rows() { return 0; }  // (projected by fill_cross_cache)
-        constexpr void project(const Params&, std::size_t, std::size_t, T*) const {}
-        constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t h) const {
-            return {{cache.keys_t(b, h), Cache::capacity, true}, {cache.values(b, h), Dh}, Cache::capacity, count[b],
-                    pos0[b]};
-        }
-        constexpr std::size_t keys(std::size_t) const { return Cache::capacity; }
-    };
-    struct no_source {};
+    // ---- Key/value sources (attention_sources.hpp): the full forward reads its projections where
+    // they are; the step appends them to a KVCache and reads the cache. ----
+    template <class E = T> using kv_view = sources::kv_view<E>;
+    using transient_self = sources::transient_self<T>;
+    using transient_cross = sources::transient_cross<attention>;
+    template <class Cache> using cached_self = sources::cached_self<T, Dh, Cache>;
+    template <class Cache, std::size_t B> using cached_cross = sources::cached_cross<Dh, Cache, B>;
+    using no_source = sources::no_source;
 
     // Where a call's buffers are: the workspace's (inference) or the Activations' (training, so
     // backward finds them). lse null: not saved.
@@ -347,11 +284,14 @@ template <class Cfg> struct attention {
         T* tiles;
         T* pack;
     };
-    template <class Mask, class Drop>
-    static void self_backward(const Params& p, Params& g, const T* x, const T* qkv, const T* ctx, const T* lse,
-                              const T* dy, T* dx, bool accumulate, std::size_t B, std::size_t Tq, const Mask& mask,
-                              const Drop& drop, const grad_scratch& s) {
-        const std::size_t M = B * Tq;
+    // sv: what the forward saved; bg: the sub-layer's input, output gradient and input gradient.
+    template <std::size_t M, class Mask, class Drop>
+    static void self_backward(const Params& p, Params& g, const self_saved<M>& sv, const branch_grad<T>& bg, std::size_t B,
+                              const Mask& mask, const Drop& drop, const grad_scratch& s) {
+        const std::size_t Tq = M / B;
+        const T *x = bg.x, *qkv = sv.qkv, *ctx = sv.ctx, *lse = sv.lse, *dy = bg.dy;
+        T* const dx = bg.dx;
+        const bool accumulate = bg.accumulate;
         out_backward(p, g, ctx, dy, M, s);
         const T scale = score_scale();
         // (a key/value head's G query heads in one part, in order: they add into its dk, dv,
@@ -386,17 +326,18 @@ template <class Cfg> struct attention {
         }
     }
 
-    // Saved: x: (B*Tq, D) the query rows' input, q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D) at kv_ld,
-    // ctx, lse. Grads of multihead_attn (+=), dx (+)= the queries' input gradient and d_mem +=
-    // the memory's.
-    template <class Mask, class Drop>
-    static void cross_backward(const Params& p, Params& g, const T* x, const T* q, const T* mem, const T* kv_mem,
-                               const T* ctx, const T* lse, const T* dy, T* dx, bool accumulate, T* d_mem,
-                               std::size_t B, std::size_t Tq, std::size_t S, const Mask& mask, const Drop& drop,
-                               const grad_scratch& s) {
+    // Saved (sv): q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D) at kv_ld, ctx, lse; bg.x: (B*Tq, D)
+    // the query rows' input. Grads of multihead_attn (+=), bg.dx (+)= the queries' input gradient
+    // and d_mem += the memory's.
+    template <std::size_t M, std::size_t Ms, class Mask, class Drop>
+    static void cross_backward(const Params& p, Params& g, const cross_saved<M, Ms>& sv, const branch_grad<T>& bg,
+                               T* d_mem, std::size_t B, const Mask& mask, const Drop& drop, const grad_scratch& s) {
         const auto& a = p;
         auto& ga = g;
-        const std::size_t M = B * Tq;
+        const std::size_t Tq = M / B, S = Ms / B;
+        const T *x = bg.x, *q = sv.q, *mem = sv.mem, *kv_mem = sv.kv_mem, *ctx = sv.ctx, *lse = sv.lse, *dy = bg.dy;
+        T* const dx = bg.dx;
+        const bool accumulate = bg.accumulate;
         out_backward(a, ga, ctx, dy, M, s);
         const T scale = score_scale();
         for_head_grads(B, H, Tq, S, s, [&](std::size_t b, std::size_t h, head_scratch<T> hs) {

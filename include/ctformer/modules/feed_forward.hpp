@@ -60,6 +60,7 @@ template <class Cfg> struct feed_forward {
     // linear1's output before the activation, u: (rows, F) at ldh, for backward; otherwise the
     // activation is linear1's epilogue. Dropout after the activation, the rows numbered by
     // dropout_row_id(first + r, Tq) (x holds the rows from row `first` of the layer's on).
+    // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
     template <class Drop>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0) {
@@ -67,13 +68,13 @@ template <class Cfg> struct feed_forward {
         else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, first);
     }
     template <class Drop>
-    static void backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
-                         bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+    static void backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden, std::size_t rows,
+                         std::size_t Tq, const Drop& drop, T* pack) {
         static_assert(differentiable_activation<Act, T>,
                       "ctformer: the activation has no derivative: training needs a member derivative(x) "
                       "(see modules/activations.hpp)");
-        if constexpr (gated) gated_backward(p, g, x, u, dy, hidden, dx, accumulate, rows, Tq, drop, pack);
-        else dense_backward(p, g, x, u, dy, hidden, dx, accumulate, rows, Tq, drop, pack);
+        if constexpr (gated) gated_backward(p, g, bg, u, hidden, rows, Tq, drop, pack);
+        else dense_backward(p, g, bg, u, hidden, rows, Tq, drop, pack);
     }
 
   private:
@@ -81,6 +82,7 @@ template <class Cfg> struct feed_forward {
     static constexpr void activate_rows(const T* u, T* h, std::size_t rows) {
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::map(u + r * ldh, h + r * ldh, F, Act{}); });
     }
+    // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
     template <class Drop>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                         std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
@@ -99,8 +101,9 @@ template <class Cfg> struct feed_forward {
     // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=), and
     // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) at ldh, scratch.
     template <class Drop>
-    static void dense_backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
-                         bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+    static void dense_backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden,
+                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+        const T *x = bg.x, *dy = bg.dy;
         // h = dropout(act(u)) again, for linear2's weight gradient
         activate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
@@ -110,12 +113,13 @@ template <class Cfg> struct feed_forward {
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
-        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), dx,
-                         accumulate, pack);
+        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), bg.dx,
+                         bg.accumulate, pack);
     }
 
     // Gated: hidden: (rows, 2F) at ldh holds gate | up; h = dropout(act(gate) ∘ up) in the gate's
     // columns, then out (+)= h · down_projᵀ. Training saves gate | up before the activation in u.
+    // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
     template <class Drop>
     static constexpr void gated_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
                                         std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
@@ -142,8 +146,9 @@ template <class Cfg> struct feed_forward {
     // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
     // d_gate = dh ∘ up ∘ act'(gate); then the projections' gradients.
     template <class Drop>
-    static void gated_backward(const Params& p, Params& g, const T* x, const T* u, const T* dy, T* hidden, T* dx,
-                               bool accumulate, std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+    static void gated_backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden,
+                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+        const T *x = bg.x, *dy = bg.dy;
         gate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         linear::backward(p.down_proj.weight, g.down_proj.weight, 0, 1, hidden, rows, dy, D, g.down_proj.bias_data(),
@@ -159,9 +164,9 @@ template <class Cfg> struct feed_forward {
             kernels::mul_inplace(dh, gate + F, F);
             kernels::mul_derivative(dh, gate, F, Act{});
         });
-        linear::backward(p.gate_proj.weight, g.gate_proj.weight, 0, 1, x, rows, hidden, ldh, g.gate_proj.bias_data(), dx,
-                         accumulate, pack);
-        linear::backward(p.up_proj.weight, g.up_proj.weight, 0, 1, x, rows, hidden + F, ldh, g.up_proj.bias_data(), dx,
+        linear::backward(p.gate_proj.weight, g.gate_proj.weight, 0, 1, x, rows, hidden, ldh, g.gate_proj.bias_data(), bg.dx,
+                         bg.accumulate, pack);
+        linear::backward(p.up_proj.weight, g.up_proj.weight, 0, 1, x, rows, hidden + F, ldh, g.up_proj.bias_data(), bg.dx,
                          true, pack);
     }
 };

@@ -36,10 +36,20 @@ template <class T, std::size_t Out, std::size_t In, class Fmt> struct LinearPara
 
 namespace ctformer::modules {
 
+// What travels through every sub-layer's backward together: its input x (as the forward read it),
+// its output's gradient dy, and where its input's gradient goes: dx (+)= (accumulate: +=).
+template <class T> struct branch_grad {
+    const T* x;
+    const T* dy;
+    T* dx;
+    bool accumulate;
+};
+
 struct linear {
     // y: (rows, n·Seg) at ldy = x: (rows, In) · [blocks s0 .. s0+n of W]ᵀ + bias, then act. One GEMM
     // when the blocks abut in panel layout, else one per block (Seg not a multiple of the panel).
     // accumulate: y = act(y + x·Wᵀ + bias), the residual already in y. ldx: x's row stride (0: In).
+    // (parameters: the GEMM's, kernels/gemm.hpp, over a weight's blocks s0 .. s0+n.)
     template <class Wt, class T, class Act = kernels::identity_op>
     static constexpr void forward(const Wt& w, std::size_t s0, std::size_t n, const T* x, std::size_t rows, const T* bias, T* y,
                         std::size_t ldy, T* pack, const Act& act = {}, bool accumulate = false, std::size_t ldx = 0) {
@@ -59,6 +69,7 @@ struct linear {
     //   d_bias += Σ_rows dy                 (g_bias: null when there is no bias)
     //   dx: (rows, In) (+)= dy · W[blocks]  (dx: null when the input needs no gradient)
     // ldx: the row stride of x and dx (0: In).
+    // (parameters: the GEMM's, kernels/gemm.hpp, over a weight's blocks s0 .. s0+n.)
     template <class Wt, class T>
     static void backward(const Wt& w, Wt& g_w, std::size_t s0, std::size_t n, const T* x, std::size_t rows,
                          const T* dy, std::size_t ldy, T* g_bias, T* dx, bool accumulate, T* pack, std::size_t ldx = 0) {
