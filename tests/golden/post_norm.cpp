@@ -1,8 +1,8 @@
 // Every PyTorch fixture in tests/data (made by tests/data/gen.py, PyTorch 1.13): load the params,
 // inputs and masks from the file, run forward, compare with PyTorch's output; then
 // forward_train + backward with the same masks, compare every grad.* with PyTorch's autograd.
-// This file: the post-norm float fixtures; pre-norm: test_golden_pre.cpp; f64, medium, decoder-only:
-// test_golden_f64.cpp (split for compile time).
+// One suite (test_golden), three files for compile time: this one the post-norm float fixtures;
+// pre_norm.cpp; f64.cpp (f64, the medium shape, the decoder-only blocks).
 #include <cstdio>
 #include <string>
 

@@ -1,8 +1,8 @@
 // Every PyTorch fixture in tests/data (made by tests/data/gen.py, PyTorch 1.13): load the params,
 // inputs and masks from the file, run forward, compare with PyTorch's output; then
 // forward_train + backward with the same masks, compare every grad.* with PyTorch's autograd.
-// This file: f64, the medium shape and the decoder-only blocks; the others: test_golden.cpp,
-// test_golden_pre.cpp.
+// One suite (test_golden), three files for compile time: this one f64, the medium shape and the
+// decoder-only blocks; post_norm.cpp; pre_norm.cpp.
 #include <cstdio>
 #include <string>
 

@@ -1,7 +1,8 @@
 // Every PyTorch fixture in tests/data (made by tests/data/gen.py, PyTorch 1.13): load the params,
 // inputs and masks from the file, run forward, compare with PyTorch's output; then
 // forward_train + backward with the same masks, compare every grad.* with PyTorch's autograd.
-// This file: the pre-norm float fixtures; the others: test_golden.cpp, test_golden_f64.cpp.
+// One suite (test_golden), three files for compile time: this one the pre-norm float fixtures;
+// post_norm.cpp; f64.cpp.
 #include <cstdio>
 #include <string>
 

@@ -1,5 +1,6 @@
 // Defined behaviour for bad and non-finite input. Every row of docs/robustness.md names the test
-// case that proves it: here, in test_safetensors.cpp, in compile_fail/, or the fuzzer.
+// case that proves it: here, in models.cpp (the same suite), in test_safetensors.cpp, in compile_fail/,
+// or the fuzzers.
 #include <cmath>
 #include <cstring>
 #include <limits>

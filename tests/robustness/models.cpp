@@ -1,7 +1,6 @@
 // The model surfaces under bad input (docs/robustness.md, "Models" and "Options"): every
 // multi-layer call is all-or-nothing, every option is validated, sampling is defined on any
-// logits, capacity checks cannot wrap. One regression case per defect of the hardening issue,
-// then a property test that drives a stack and a GPT with random valid and invalid calls.
+// logits, capacity checks cannot wrap. One regression case per defect found, then a property test that drives a stack and a GPT with random valid and invalid calls.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -44,7 +43,7 @@ template <class Cache, std::size_t N> bool lengths_agree(const Cache& c, std::si
 }  // namespace
 
 // ---- 1. a stack call that fails after its first layer: nothing observable changes ----
-TEST_CASE("hardening: a stack step failing in a later layer changes no cache and no output, and names the layer") {
+TEST_CASE("model robustness: a stack step failing in a later layer changes no cache and no output, and names the layer") {
     static CheckedStack::Params p;
     static CheckedStack::KVCache<1, 8> cache;
     static CheckedStack::StepWorkspace<1, 1> ws;
@@ -70,7 +69,7 @@ TEST_CASE("hardening: a stack step failing in a later layer changes no cache and
     for (std::size_t i = 0; i < 3; ++i) CHECK(cache.layer(i).length(0) == 2);
 }
 
-TEST_CASE("hardening: stack forward and forward_train failing in a later layer leave out untouched") {
+TEST_CASE("model robustness: stack forward and forward_train failing in a later layer leave out untouched") {
     static CheckedStack::Params p;
     static CheckedStack::Workspace<1, 4> ws;
     static CheckedStack::TrainWorkspace<1, 4> tws;
@@ -98,7 +97,7 @@ TEST_CASE("hardening: stack forward and forward_train failing in a later layer l
     CHECK(std::memcmp(x.storage, out.storage, sizeof out.storage) == 0);
 }
 
-TEST_CASE("hardening: GPT::generate rolls back a prompt that fails in a later layer") {
+TEST_CASE("model robustness: GPT::generate rolls back a prompt that fails in a later layer") {
     static CheckedGpt::Params p;
     static CheckedGpt::KVCache<1, 12> cache;
     static CheckedGpt::GenerateWorkspace<2> gws;
@@ -116,7 +115,7 @@ TEST_CASE("hardening: GPT::generate rolls back a prompt that fails in a later la
 }
 
 // ---- 2. generate with a bad id in a later prompt chunk ----
-TEST_CASE("hardening: generate checks the whole prompt before feeding any of it") {
+TEST_CASE("model robustness: generate checks the whole prompt before feeding any of it") {
     static Gpt::Params p;
     static Gpt::KVCache<1, 12> cache;
     static Gpt::GenerateWorkspace<2> gws;
@@ -129,7 +128,7 @@ TEST_CASE("hardening: generate checks the whole prompt before feeding any of it"
 }
 
 // ---- 8. capacity checks that cannot wrap ----
-TEST_CASE("hardening: generate with n_prompt near SIZE_MAX is cache_full, nothing fed") {
+TEST_CASE("model robustness: generate with n_prompt near SIZE_MAX is cache_full, nothing fed") {
     static Gpt::Params p;
     static Gpt::KVCache<1, 12> cache;
     static Gpt::GenerateWorkspace<2> gws;
@@ -145,7 +144,7 @@ TEST_CASE("hardening: generate with n_prompt near SIZE_MAX is cache_full, nothin
 }
 
 // ---- 3. sampling: options checked, non-finite logits defined ----
-TEST_CASE("hardening: sampling options are validated") {
+TEST_CASE("model robustness: sampling options are validated") {
     const float bad_t[] = {nan_f, inf_f, -inf_f};
     for (float t : bad_t) CHECK(ct::sampling{.temperature = t}.validate().code == ct::errc::invalid_option);
     const float bad_p[] = {nan_f, -0.1f, 1.5f, inf_f};
@@ -171,7 +170,7 @@ TEST_CASE("hardening: sampling options are validated") {
     CHECK(cache.length(0) == 0);
 }
 
-TEST_CASE("hardening: sampling over NaN or +inf logits is non_finite; -inf logits are never chosen") {
+TEST_CASE("model robustness: sampling over NaN or +inf logits is non_finite; -inf logits are never chosen") {
     static ct::sampler_scratch<float, 6> sc;
     float logits[6] = {0.5f, 2.0f, -1.0f, 0.0f, 1.0f, -3.0f};
     const ct::sampling greedy{.temperature = 0}, hot{.temperature = 1.0f, .seed = 3},
@@ -230,7 +229,7 @@ template <class Opt, class Set> void rejected(Set&& set, const char* field) {
     CHECK(bytes_of(opt) == state);
 }
 
-TEST_CASE("hardening: AdamW and SGD options are validated before any write") {
+TEST_CASE("model robustness: AdamW and SGD options are validated before any write") {
     using A = ct::AdamW<Gpt::Params>;
     using S = ct::SGD<Gpt::Params>;
     constexpr double nan_d = std::numeric_limits<double>::quiet_NaN(), inf_d = std::numeric_limits<double>::infinity();
@@ -266,7 +265,7 @@ TEST_CASE("hardening: AdamW and SGD options are validated before any write") {
 }
 
 // ---- 5. the checkpoint's step counter ----
-TEST_CASE("hardening: a checkpoint's step counter must be a non-negative integer in range; nothing written otherwise") {
+TEST_CASE("model robustness: a checkpoint's step counter must be a non-negative integer in range; nothing written otherwise") {
     static Gpt::Params p, fresh_p, zero_p;
     static ct::AdamW<Gpt::Params> opt, fresh_opt;
     static std::byte buf[1 << 19];
@@ -304,7 +303,7 @@ TEST_CASE("hardening: a checkpoint's step counter must be a non-negative integer
 }
 
 // ---- 6. dropout probabilities ----
-TEST_CASE("hardening: dropout probabilities outside [0, 1] or NaN are invalid_option; nothing written") {
+TEST_CASE("model robustness: dropout probabilities outside [0, 1] or NaN are invalid_option; nothing written") {
     using L = ct::DecoderOnlyBlock<ct::d_model<D>, ct::heads<2>, ct::ffn_dim<32>>;
     static L::Params p;
     static L::TrainWorkspace<1, 4> ws;
@@ -350,7 +349,7 @@ TEST_CASE("hardening: dropout probabilities outside [0, 1] or NaN are invalid_op
 }
 
 // ---- 7. aliasing ----
-TEST_CASE("hardening: an output overlapping the memory (or part of tgt) is an error; out = tgt is allowed") {
+TEST_CASE("model robustness: an output overlapping the memory (or part of tgt) is an error; out = tgt is allowed") {
     using L = ct::DecoderLayer<ct::d_model<D>, ct::heads<2>, ct::ffn_dim<32>>;
     static L::Params p;
     static L::Workspace<1, 4, 4> ws;
@@ -390,7 +389,7 @@ TEST_CASE("hardening: an output overlapping the memory (or part of tgt) is an er
 }
 
 // ---- 9. clip_grad_norm with NaN; ragged steps check only what they feed ----
-TEST_CASE("hardening: clip_grad_norm with a NaN gradient makes every gradient NaN (PyTorch)") {
+TEST_CASE("model robustness: clip_grad_norm with a NaN gradient makes every gradient NaN (PyTorch)") {
     static Gpt::Grads g;
     ref::randomize(g, 2);
     g.tok_embeddings.weight.storage[3] = nan_f;
@@ -402,7 +401,7 @@ TEST_CASE("hardening: clip_grad_norm with a NaN gradient makes every gradient Na
     CHECK(all_nan);
 }
 
-TEST_CASE("hardening: ragged steps check only the rows they feed") {
+TEST_CASE("model robustness: ragged steps check only the rows they feed") {
     using L = CheckedBlock;
     static L::Params p;
     static L::KVCache<2, 6> cache;
@@ -444,7 +443,7 @@ TEST_CASE("hardening: ragged steps check only the rows they feed") {
 // call: every layer's cache has the same lengths; an error leaves the lengths and the output
 // exactly as they were; a success advances each row by its count, and the GPT's logits equal the
 // full forward's rows over the row's sequence so far (a shadow copy of the fed tokens).
-TEST_CASE("hardening: property: random valid and invalid call sequences keep stacks and GPTs all-or-nothing") {
+TEST_CASE("model robustness: property: random valid and invalid call sequences keep stacks and GPTs all-or-nothing") {
     constexpr std::size_t B = 2, C = 3, Cap = 12, V = 11;
     static Gpt::Params gp;
     static Gpt::KVCache<B, Cap> gc;
