@@ -1,7 +1,7 @@
 # The house's layering (docs/design.md): every #include "..." in include/ctformer points to the same
-# folder or one below it: simd < core < kernels < modules < layer < models < train < io (and
+# folder or one below it: simd < core < kernels < modules < layer < models < train < io < text (and
 # ctformer.hpp above all). Run as cmake -DROOT=<include/ctformer> -P check_layering.cmake.
-set(floors simd core kernels modules layer models train io)
+set(floors simd core kernels modules layer models train io text)
 file(GLOB_RECURSE headers RELATIVE ${ROOT} ${ROOT}/*.hpp)
 set(bad "")
 foreach(h IN LISTS headers)

@@ -34,6 +34,7 @@ enum class errc : std::uint8_t {
     aliased_output,     // an output overlaps an input it may not alias (the memory, or part of tgt)
     config_mismatch,    // the file's configuration (its metadata) differs from the C++ type's
     io_error,           // a file could not be opened, sized, read or mapped (io/file.hpp)
+    malformed_tables,   // a tokenizer's tables disagree (sizes, offsets, ids, hashes: text/tables.hpp)
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -62,6 +63,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::aliased_output: return "output overlaps an input it may not alias";
         case errc::config_mismatch: return "configuration mismatch";
         case errc::io_error: return "file I/O error";
+        case errc::malformed_tables: return "malformed tokenizer tables";
     }
     return "?";
 }

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Tokenizers as tables: a SentencePiece .model (BPE or unigram), a Hugging Face tokenizer.json (BPE
+with byte fallback as in Llama-2, byte-level BPE as in GPT-2) or a directory with GPT-2's
+encoder.json + vocab.bpe, written as the tensors and metadata include/ctformer/text/ reads in place
+(docs/text.md has the layout). Pure Python: no sentencepiece, protobuf or torch needed.
+
+  python3 tools/export.py --tokenizer SRC OUT.safetensors [--header OUT.hpp --name NAME]
+  python3 tools/tokenizer_export.py SRC OUT.safetensors     (the same)
+
+The tables are laid out here, once, so that loading parses nothing: every piece's bytes in one blob
+with offsets, its score and kind, an open-addressing hash from bytes to id, the merges with a hash
+from (left, right) to their rank, the byte-fallback ids, the SentencePiece normalizer's
+precompiled character map as stored in the model."""
+import json
+import os
+import struct
+import sys
+
+FORMAT = "ctformer.tokenizer.1"
+# piece kinds: SentencePiece's ModelProto.SentencePiece.Type numbers
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+M32 = 0xFFFFFFFF
+
+
+# ---- the hashes the C++ side computes (text/tables.hpp) ----
+def fnv1a(b):
+    h = 0x811C9DC5
+    for c in b:
+        h = ((h ^ c) * 0x01000193) & M32
+    return h
+
+
+def pair_hash(left, right):
+    h = (left * 0x9E3779B1 + right) & M32
+    h ^= h >> 15
+    h = (h * 0x2C1B3C6D) & M32
+    h ^= h >> 12
+    return h
+
+
+def table_size(n):
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return size
+
+
+def open_addressing(keys, hash_of):
+    """slots[h & (size-1) + probe] = index + 1 (0: empty); keys[i] None: not entered."""
+    size = table_size(sum(1 for k in keys if k is not None))
+    slots = [0] * size
+    for i, k in enumerate(keys):
+        if k is None:
+            continue
+        s = hash_of(k) & (size - 1)
+        while slots[s]:
+            s = (s + 1) & (size - 1)
+        slots[s] = i + 1
+    return slots
+
+
+# ---- SentencePiece .model: a protobuf (ModelProto), read by hand ----
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def _fields(b):
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 1:
+            v, i = b[i:i + 8], i + 8
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wt == 5:
+            v, i = b[i:i + 4], i + 4
+        else:
+            raise ValueError("sentencepiece model: unsupported protobuf wire type %d" % wt)
+        yield num, wt, v
+
+
+def _signed32(v):
+    v &= M32
+    return v - (1 << 32) if v >> 31 else v
+
+
+def read_sentencepiece(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    pieces, trainer, norm, denorm = [], {}, {}, {}
+    for num, wt, v in _fields(data):
+        if num == 1:
+            p = {"piece": b"", "score": 0.0, "type": NORMAL}
+            for n2, w2, v2 in _fields(v):
+                if n2 == 1: p["piece"] = bytes(v2)
+                elif n2 == 2: p["score"] = struct.unpack("<f", v2)[0]
+                elif n2 == 3: p["type"] = v2
+            pieces.append(p)
+        elif num == 2:
+            for n2, w2, v2 in _fields(v):
+                trainer[n2] = v2
+        elif num == 3:
+            for n2, w2, v2 in _fields(v):
+                norm[n2] = v2
+        elif num == 5:
+            for n2, w2, v2 in _fields(v):
+                denorm[n2] = v2
+    model_type = trainer.get(3, 1)
+    if model_type not in (1, 2):
+        raise ValueError("sentencepiece model: type %d (WORD/CHAR) is not supported: BPE or unigram" % model_type)
+    if trainer.get(24, 0):
+        raise ValueError("sentencepiece model: treat_whitespace_as_suffix is not supported")
+    if denorm.get(2):
+        raise ValueError("sentencepiece model: a denormalizer is not supported")
+    for p in pieces:
+        if not p["piece"]:
+            raise ValueError("sentencepiece model: an empty piece")
+        if p["type"] not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
+            raise ValueError("sentencepiece model: piece type %d" % p["type"])
+    byte_ids = [M32] * 256
+    for i, p in enumerate(pieces):
+        if p["type"] == BYTE:
+            byte_ids[int(p["piece"][3:5], 16)] = i
+    kind = "sentencepiece_bpe" if model_type == 2 else "sentencepiece_unigram"
+    unk = [i for i, p in enumerate(pieces) if p["type"] == UNKNOWN]
+    normal = [p["score"] for p in pieces if p["type"] == NORMAL]
+    meta = {
+        "kind": kind,
+        "unk": _signed32(trainer.get(40, 0)) if unk else -1,
+        "bos": _signed32(trainer.get(41, 1)),
+        "eos": _signed32(trainer.get(42, 2)),
+        "pad": _signed32(trainer.get(43, M32)),
+        "add_dummy_prefix": bool(norm.get(3, 1)),
+        "remove_extra_whitespaces": bool(norm.get(4, 1)),
+        "escape_whitespaces": bool(norm.get(5, 1)),
+        "byte_fallback": bool(trainer.get(35, 0)),
+        "split_literals": False,  # user-defined pieces are matched inside the model, as SentencePiece does
+        "unk_surface": bytes(trainer.get(44, b" \xe2\x81\x87 ")).decode("utf-8"),
+        "min_score": min(normal) if normal else 0.0,
+        "max_score": max(normal) if normal else 0.0,
+    }
+    for key in ("bos", "eos", "pad", "unk"):
+        if meta[key] >= len(pieces):
+            meta[key] = -1
+    return dict(pieces=[p["piece"] for p in pieces], scores=[p["score"] for p in pieces],
+                kinds=[p["type"] for p in pieces], byte_ids=byte_ids, merges=[], meta=meta,
+                charsmap=bytes(norm.get(2, b"")),
+                literals=[i for i, p in enumerate(pieces) if p["type"] == USER_DEFINED])
+
+
+# ---- GPT-2's byte-to-unicode map (byte-level BPE stores each byte as a printable character) ----
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def _byte_level(vocab, merges, added, meta):
+    dec = bytes_to_unicode()
+    n = max(vocab.values()) + 1
+    pieces, kinds = [None] * n, [NORMAL] * n
+    for s, i in vocab.items():
+        pieces[i] = bytes(dec[c] for c in s)
+    for s, (i, special) in added.items():
+        if i >= n:
+            pieces.extend([None] * (i + 1 - n))
+            kinds.extend([NORMAL] * (i + 1 - n))
+            n = i + 1
+        pieces[i] = s.encode("utf-8")
+        kinds[i] = CONTROL if special else USER_DEFINED
+    if any(p is None for p in pieces):
+        raise ValueError("byte-level BPE: the vocabulary's ids are not contiguous")
+    ids = {}
+    for i, p in enumerate(pieces):
+        if kinds[i] == NORMAL:
+            ids.setdefault(p, i)
+    byte_ids = [ids.get(bytes([b]), M32) for b in range(256)]
+    rows = []
+    for a, b in merges:
+        ab, bb = bytes(dec[c] for c in a), bytes(dec[c] for c in b)
+        if ab not in ids or bb not in ids or ab + bb not in ids:
+            raise ValueError("byte-level BPE: merge %r %r names a token not in the vocabulary" % (a, b))
+        rows.append((ids[ab], ids[bb], ids[ab + bb]))
+    meta = dict(meta, kind="byte_level_bpe", byte_fallback=False, add_dummy_prefix=False,
+                remove_extra_whitespaces=False, escape_whitespaces=False)
+    return dict(pieces=pieces, scores=None, kinds=kinds, byte_ids=byte_ids, merges=rows, meta=meta, charsmap=b"",
+                literals=[i for s, (i, sp) in added.items()])
+
+
+def read_gpt2_dir(path):
+    with open(os.path.join(path, "encoder.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(path, "vocab.bpe"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    merges = [tuple(l.split()) for l in lines[1:] if l.strip()]
+    eot = vocab.get("<|endoftext|>", -1)
+    # GPT-2's own encoder matches no special token in text: <|endoftext|> is a vocabulary entry only
+    # (kind control, so it decodes to nothing and never merges)
+    out = _byte_level(vocab, merges, {}, {"bos": eot, "eos": eot, "unk": -1, "pad": -1, "split_literals": False})
+    if eot >= 0:
+        out["kinds"][eot] = CONTROL
+    return out
+
+
+def _special_ids(added, names):
+    for n in names:
+        if n in added:
+            return added[n][0]
+    return -1
+
+
+def read_tokenizer_json(path):
+    with open(path, encoding="utf-8") as f:
+        tj = json.load(f)
+    model = tj["model"]
+    if model.get("type") != "BPE":
+        raise ValueError("tokenizer.json: model type %r: BPE only (unigram: export the SentencePiece .model)"
+                         % model.get("type"))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    added = {t["content"]: (t["id"], t.get("special", False)) for t in tj.get("added_tokens", [])}
+    cfg = {}
+    cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+    if os.path.exists(cfg_path):
+        with open(cfg_path, encoding="utf-8") as f:
+            cfg = json.load(f)
+
+    def named(key, fallback):
+        v = cfg.get(key)
+        if isinstance(v, dict):
+            v = v.get("content")
+        if isinstance(v, str):
+            if v in added:
+                return added[v][0]
+            if v in model["vocab"]:
+                return model["vocab"][v]
+        return _special_ids(added, fallback)
+
+    meta = {"bos": named("bos_token", ["<s>", "<|begin_of_text|>", "<|endoftext|>"]),
+            "eos": named("eos_token", ["</s>", "<|end_of_text|>", "<|endoftext|>"]),
+            "unk": named("unk_token", ["<unk>"]), "pad": named("pad_token", ["<pad>"]), "split_literals": True}
+    pre = json.dumps(tj.get("pre_tokenizer")) + json.dumps(tj.get("decoder"))
+    if "ByteLevel" in pre:
+        return _byte_level(model["vocab"], merges, added, meta)
+    # BPE over SentencePiece-style text (Llama-2): "▁" for spaces and one in front, byte fallback
+    vocab = model["vocab"]
+    n = max(list(vocab.values()) + [i for i, _ in added.values()]) + 1
+    pieces, kinds = [None] * n, [NORMAL] * n
+    for s, i in vocab.items():
+        pieces[i] = s.encode("utf-8")
+        if len(s) == 6 and s.startswith("<0x") and s.endswith(">") and model.get("byte_fallback"):
+            kinds[i] = BYTE
+    for s, (i, special) in added.items():
+        pieces[i] = s.encode("utf-8")
+        kinds[i] = CONTROL if special else USER_DEFINED
+    if meta["unk"] >= 0:
+        kinds[meta["unk"]] = UNKNOWN
+    if any(p is None for p in pieces):
+        raise ValueError("tokenizer.json: the vocabulary's ids are not contiguous")
+    ids = {}
+    for i, p in enumerate(pieces):
+        if kinds[i] == NORMAL:
+            ids.setdefault(p, i)
+    byte_ids = [M32] * 256
+    for i, p in enumerate(pieces):
+        if kinds[i] == BYTE:
+            byte_ids[int(p[3:5], 16)] = i
+    rows = []
+    for a, b in merges:
+        ab, bb = a.encode("utf-8"), b.encode("utf-8")
+        if ab not in ids or bb not in ids or ab + bb not in ids:
+            raise ValueError("tokenizer.json: merge %r %r names a token not in the vocabulary" % (a, b))
+        rows.append((ids[ab], ids[bb], ids[ab + bb]))
+    norm = json.dumps(tj.get("normalizer")) + json.dumps(tj.get("pre_tokenizer"))
+    meta.update(kind="bpe", byte_fallback=bool(model.get("byte_fallback")),
+                add_dummy_prefix="Prepend" in norm or "prepend_scheme" in norm or "add_prefix_space\": true" in norm,
+                escape_whitespaces="\\u2581" in norm or "▁" in norm, remove_extra_whitespaces=False)
+    return dict(pieces=pieces, scores=None, kinds=kinds, byte_ids=byte_ids, merges=rows, meta=meta, charsmap=b"",
+                literals=[i for s, (i, sp) in added.items()])
+
+
+def read_source(src):
+    if os.path.isdir(src):
+        if os.path.exists(os.path.join(src, "tokenizer.json")):
+            return read_tokenizer_json(os.path.join(src, "tokenizer.json"))
+        if os.path.exists(os.path.join(src, "tokenizer.model")):
+            return read_sentencepiece(os.path.join(src, "tokenizer.model"))
+        if os.path.exists(os.path.join(src, "encoder.json")):
+            return read_gpt2_dir(src)
+        raise ValueError("%s: no tokenizer.json, tokenizer.model or encoder.json + vocab.bpe" % src)
+    if src.endswith(".json"):
+        return read_tokenizer_json(src)
+    return read_sentencepiece(src)
+
+
+# ---- the tables ----
+def tables(t):
+    """name -> (dtype, shape, bytes), and the metadata strings."""
+    pieces, kinds = t["pieces"], t["kinds"]
+    n = len(pieces)
+    if n == 0 or n > 0x7FFFFFFF:
+        raise ValueError("tokenizer: %d pieces" % n)
+    blob = b"".join(pieces)
+    offsets = [0]
+    for p in pieces:
+        offsets.append(offsets[-1] + len(p))
+    # the pieces encoding may produce from text: normal, user-defined, unused (SentencePiece's
+    # pieces_); the first id wins where two share their bytes
+    keys, seen = [], set()
+    for i, p in enumerate(pieces):
+        ok = kinds[i] in (NORMAL, USER_DEFINED, UNUSED) and p not in seen
+        keys.append(p if ok else None)
+        if ok:
+            seen.add(p)
+    index = open_addressing(keys, fnv1a)
+    u32 = lambda xs: struct.pack("<%dI" % len(xs), *xs)
+    out = {
+        "tokenizer.bytes": ("U8", [len(blob)], blob),
+        "tokenizer.offsets": ("U32", [n + 1], u32(offsets)),
+        "tokenizer.kinds": ("U8", [n], bytes(kinds)),
+        "tokenizer.index": ("U32", [len(index)], u32(index)),
+        "tokenizer.byte_ids": ("U32", [256], u32(t["byte_ids"])),
+    }
+    if t["scores"] is not None:
+        out["tokenizer.scores"] = ("F32", [n], struct.pack("<%df" % n, *t["scores"]))
+    if t["merges"]:
+        rows = t["merges"]
+        flat = [x for r in rows for x in r]
+        out["tokenizer.merges"] = ("U32", [len(rows), 3], u32(flat))
+        mindex = open_addressing([(a, b) for a, b, _ in rows], lambda k: pair_hash(*k))
+        out["tokenizer.merge_index"] = ("U32", [len(mindex)], u32(mindex))
+    if t["charsmap"]:
+        out["tokenizer.charsmap"] = ("U8", [len(t["charsmap"])], t["charsmap"])
+    if t["literals"]:
+        lit = sorted(set(t["literals"]))
+        out["tokenizer.literals"] = ("U32", [len(lit)], u32(lit))
+    m = dict(t["meta"])
+    surface = m.pop("unk_surface", None)
+    if surface:
+        out["tokenizer.unk_surface"] = ("U8", [len(surface.encode("utf-8"))], surface.encode("utf-8"))
+    meta = {"format": FORMAT, "vocab": str(n)}
+    for k, v in m.items():
+        meta[k] = ("true" if v else "false") if isinstance(v, bool) else (repr(v) if isinstance(v, float) else str(v))
+    return out, {"tokenizer." + k: v for k, v in meta.items()}
+
+
+def save(path, tensors, metadata):
+    header, off, blobs = {"__metadata__": metadata}, 0, []
+    for name in sorted(tensors):
+        dt, shape, b = tensors[name]
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def _literal(b):
+    """bytes as a C++ string literal (octal escapes: no escape runs into the next character)"""
+    out = []
+    for c in b:
+        ch = chr(c)
+        out.append(ch if (ch.isalnum() and c < 128) or ch in " _.,:;!#$%&'()*+-/<=>@[]^`{|}~" else "\\%03o" % c)
+    return '"' + "".join(out) + '"'
+
+
+def write_header(path, name, tensors, metadata):
+    """The same tables as constexpr string literals (firmware: they stay in flash)."""
+    fields = ["bytes", "offsets", "kinds", "index", "byte_ids", "scores", "merges", "merge_index", "charsmap",
+              "literals", "unk_surface"]
+    lines = ["// Generated by tools/export.py --tokenizer --header: a tokenizer's tables as constexpr data",
+             "// (little-endian bytes, read in place; ctformer::make_tokenizer checks them).", "#pragma once",
+             "#include <ctformer/text/tables.hpp>", "", "namespace %s_data {" % name]
+    present = {t.split(".", 1)[1]: b for t, (dt, shape, b) in tensors.items()}
+    for f in fields:
+        if f in present:
+            b = present[f]
+            chunks = [_literal(b[i:i + 64]) for i in range(0, len(b), 64)] or ['""']
+            lines.append("inline constexpr char %s[] =\n    %s;" % (f, "\n    ".join(chunks)))
+    lines.append("}  // namespace %s_data" % name)
+    args = ", ".join("{%s_data::%s}" % (name, f) if f in present else "{}" for f in fields)
+    lines.append("inline constexpr ctformer::text::raw_tables %s_tables{%s};" % (name, args))
+    meta = ",\n    ".join('{"%s", "%s"}' % (k, v.replace("\\", "\\\\").replace('"', '\\"'))
+                          for k, v in sorted(metadata.items()))
+    lines.append("inline constexpr ctformer::text::metadata_pair %s_metadata[] = {\n    %s};" % (name, meta))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def export(src, out, header=None, name="tokenizer"):
+    t = read_source(src)
+    tensors, metadata = tables(t)
+    save(out, tensors, metadata)
+    if header:
+        write_header(header, name, tensors, metadata)
+    size = sum(len(b) for _, _, b in tensors.values())
+    return "%s: %s, %d pieces, %d merges, %d bytes of tables" % (out, t["meta"]["kind"], len(t["pieces"]),
+                                                                 len(t["merges"]), size)
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("src", help="a SentencePiece .model, a tokenizer.json, or a directory holding one (or "
+                                "GPT-2's encoder.json + vocab.bpe)")
+    ap.add_argument("out", help="the .safetensors file to write")
+    ap.add_argument("--header", help="also write the tables as constexpr arrays into this header")
+    ap.add_argument("--name", default="tokenizer", help="the header's names' prefix")
+    a = ap.parse_args(argv)
+    print(export(a.src, a.out, a.header, a.name))
+
+
+if __name__ == "__main__":
+    main()
