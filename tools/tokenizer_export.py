@@ -134,7 +134,6 @@ def read_sentencepiece(path):
             byte_ids[int(p["piece"][3:5], 16)] = i
     kind = "sentencepiece_bpe" if model_type == 2 else "sentencepiece_unigram"
     unk = [i for i, p in enumerate(pieces) if p["type"] == UNKNOWN]
-    normal = [p["score"] for p in pieces if p["type"] == NORMAL]
     meta = {
         "kind": kind,
         "unk": _signed32(trainer.get(40, 0)) if unk else -1,
@@ -147,8 +146,6 @@ def read_sentencepiece(path):
         "byte_fallback": bool(trainer.get(35, 0)),
         "split_literals": False,  # user-defined pieces are matched inside the model, as SentencePiece does
         "unk_surface": bytes(trainer.get(44, b" \xe2\x81\x87 ")).decode("utf-8"),
-        "min_score": min(normal) if normal else 0.0,
-        "max_score": max(normal) if normal else 0.0,
     }
     for key in ("bos", "eos", "pad", "unk"):
         if meta[key] >= len(pieces):

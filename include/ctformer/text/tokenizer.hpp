@@ -227,10 +227,14 @@ class tokenizer {
 // character is held (at most 3 bytes) until the character completes; an invalid sequence becomes
 // U+FFFD (per byte for SentencePiece kinds, per maximal subpart as a browser's TextDecoder for the
 // others); SentencePiece's leading "▁" of the first piece is dropped. Control tokens (<s>, </s>,
-// <|endoftext|>) decode to nothing unless show_control.
+// <|endoftext|>) decode as the reference decoders do: to nothing for SentencePiece kinds, to their
+// text for the others (GPT-2's decoder, Hugging Face's without skip_special_tokens); show_control
+// says otherwise.
 class text_decoder {
   public:
-    explicit constexpr text_decoder(const tokenizer& t, bool show_control = false) : t_(&t), show_control_(show_control) {}
+    explicit constexpr text_decoder(const tokenizer& t)
+        : t_(&t), show_control_(t.kind() == text::tokenizer_kind::bpe || t.kind() == text::tokenizer_kind::byte_level_bpe) {}
+    constexpr text_decoder(const tokenizer& t, bool show_control) : t_(&t), show_control_(show_control) {}
 
     // emit(std::string_view) for the text id completes; errc::out_of_range for an id outside the
     // vocabulary (nothing emitted, the state unchanged).
