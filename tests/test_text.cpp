@@ -221,3 +221,261 @@ TEST_CASE("text: SentencePiece BPE (identity, whitespace kept, <unk>) equals Sen
 TEST_CASE("text: GPT-2's byte-level BPE equals gpt-3-encoder") { against_reference("gpt2", "gpt2"); }
 TEST_CASE("text: Llama-2's vocabulary (tokenizer.json) equals llama-tokenizer-js") { against_reference("llama2", "llama2"); }
 #endif
+
+namespace {
+// The tables of the generated header, as mutable copies (to break them one way at a time).
+struct mutable_tables {
+    std::array<std::string, 11> parts;
+    ct::text::tokenizer_config config;
+    explicit mutable_tables(const ct::text::raw_tables& r, const ct::text::tokenizer_config& c) : config(c) {
+        const ct::text::byte_span* f[] = {&r.bytes, &r.merges, &r.kinds, &r.index, &r.byte_ids, &r.scores,
+                                          &r.offsets, &r.merge_index, &r.charsmap, &r.literals, &r.unk_surface};
+        for (std::size_t i = 0; i < parts.size(); ++i) parts[i].assign(f[i]->p ? f[i]->p : "", f[i]->n);
+    }
+    std::string& bytes() { return parts[0]; }
+    std::string& kinds() { return parts[2]; }
+    std::string& index() { return parts[3]; }
+    std::string& byte_ids() { return parts[4]; }
+    std::string& scores() { return parts[5]; }
+    std::string& offsets() { return parts[6]; }
+    ct::text::raw_tables raw() const {
+        auto s = [](const std::string& x) { return ct::text::byte_span{x.data(), x.size()}; };
+        return {s(parts[0]), s(parts[6]), s(parts[2]), s(parts[3]), s(parts[4]), s(parts[5]),
+                s(parts[1]), s(parts[7]), s(parts[8]), s(parts[9]), s(parts[10])};
+    }
+    static void put32(std::string& s, std::size_t i, std::uint32_t v) {
+        for (int b = 0; b < 4; ++b) s[4 * i + static_cast<std::size_t>(b)] = static_cast<char>(v >> (8 * b));
+    }
+};
+
+ct::tokenizer header_tokenizer() {
+    ct::tokenizer t;
+    const ct::status s = ct::make_tokenizer(sp_identity_tables, sp_identity_metadata, t);
+    REQUIRE_MESSAGE(s.ok(), ct::to_string(s.code) << " " << s.tensor_name());
+    return t;
+}
+}  // namespace
+
+TEST_CASE("text: tables as constexpr data (the generated header) encode as the file does") {
+    const ct::tokenizer h = header_tokenizer();
+    const loaded l("sp_bpe_identity");
+    for (const std::string& text : expected().texts) CHECK(encode(h, text) == encode(l.tok, text));
+    static_assert([] {
+        ct::tokenizer t;
+        return ct::make_tokenizer(sp_identity_tables, sp_identity_metadata, t).ok() && t.vocab() == 600;
+    }(), "the header's tables check at compile time");
+}
+
+TEST_CASE("text: encode's errors write nothing; decode refuses ids outside the vocabulary") {
+    const loaded l("sp_bpe");
+    std::array<ct::token, 4> small;
+    small.fill(-7);
+    std::size_t n = 99;
+    CHECK(l.tok.encode("a sentence with more than four pieces", small, n, ws).code == ct::errc::buffer_too_small);
+    CHECK(n == 0);
+    for (const ct::token x : small) CHECK(x == -7);
+    static ct::tokenizer::Workspace<8> tiny;
+    CHECK(l.tok.encode("longer than eight bytes", ids, n, tiny).code == ct::errc::buffer_too_small);
+    CHECK(l.tok.encode("", ids, n, ws).ok());
+    CHECK(n == 0);
+    CHECK(l.tok.encode("", ids, n, ws, {.add_bos = true, .add_eos = true}).ok());
+    REQUIRE(n == 2);
+    CHECK((ids[0] == l.tok.bos() && ids[1] == l.tok.eos()));
+    mutable_tables m(sp_identity_tables, header_tokenizer().tables().config());
+    m.config.bos = -1;
+    ct::tokenizer no_bos;
+    REQUIRE(ct::tokenizer::make(m.raw(), m.config, no_bos).ok());
+    CHECK(no_bos.encode("x", ids, n, ws, {.add_bos = true}).code == ct::errc::invalid_option);
+    ct::text_decoder dec(l.tok);
+    std::string out;
+    auto emit = [&](std::string_view s) { out += s; };
+    CHECK(dec.push(-1, emit).code == ct::errc::out_of_range);
+    CHECK(dec.push(static_cast<ct::token>(l.tok.vocab()), emit).code == ct::errc::out_of_range);
+    CHECK(out.empty());
+}
+
+TEST_CASE("text: a streaming decode holds an unfinished character and finishes it as U+FFFD") {
+    const loaded l("sp_bpe");
+    // "é" through byte fallback: <0xC3> <0xA9>; the first emits nothing, the second the character
+    const ct::token c3 = static_cast<ct::token>(l.tok.tables().byte_id(0xC3)),
+                    a9 = static_cast<ct::token>(l.tok.tables().byte_id(0xA9));
+    REQUIRE((c3 >= 0 && a9 >= 0));
+    std::vector<std::string> chunks;
+    auto emit = [&](std::string_view s) { chunks.emplace_back(s); };
+    ct::text_decoder dec(l.tok);
+    REQUIRE(dec.push(c3, emit).ok());
+    CHECK(chunks.empty());
+    REQUIRE(dec.push(a9, emit).ok());
+    REQUIRE(chunks.size() == 1);
+    CHECK(chunks[0] == "\xC3\xA9");
+    REQUIRE(dec.push(c3, emit).ok());
+    dec.finish(emit);
+    CHECK(chunks.back() == "\xEF\xBF\xBD");
+}
+
+TEST_CASE("text: GPT-2's byte-level BPE encodes invalid UTF-8 as its bytes' tokens") {
+#ifdef CTFORMER_TEXT_REFS
+    const loaded l("gpt2");
+    const auto v = encode(l.tok, "\xff");
+    REQUIRE(v.size() == 1);
+    CHECK(static_cast<std::uint32_t>(v[0]) == l.tok.tables().byte_id(0xFF));
+    CHECK(decode(l.tok, v) == "\xEF\xBF\xBD");
+    const std::string mixed = "ok \xe2\x82 then \xf0\x9f\x98\x80 and \xc0";
+    std::string bytes;
+    for (const ct::token id : encode(l.tok, mixed)) bytes += l.tok.piece(id);
+    CHECK(bytes == mixed);  // (the pieces hold the text's bytes, lossless)
+#else
+    MESSAGE("GPT-2's tables need CTFORMER_TEXT_REFS (scripts/run test installs them)");
+#endif
+}
+
+TEST_CASE("text: make() refuses tables that disagree, and leaves the tokenizer as it was") {
+    const ct::tokenizer good = header_tokenizer();
+    const mutable_tables base(sp_identity_tables, good.tables().config());
+    struct breakage {
+        const char* what;
+        void (*apply)(mutable_tables&);
+        ct::errc code;
+    };
+    const breakage cases[] = {
+        {"offsets not increasing", [](mutable_tables& m) { mutable_tables::put32(m.offsets(), 5, 0); }, ct::errc::malformed_tables},
+        {"offsets past the bytes", [](mutable_tables& m) { m.bytes().pop_back(); }, ct::errc::malformed_tables},
+        {"a kind out of range", [](mutable_tables& m) { m.kinds()[7] = 9; }, ct::errc::malformed_tables},
+        {"kinds shorter", [](mutable_tables& m) { m.kinds().pop_back(); }, ct::errc::malformed_tables},
+        {"an index slot past the vocabulary", [](mutable_tables& m) { mutable_tables::put32(m.index(), 0, 100000); }, ct::errc::malformed_tables},
+        {"an index without an empty slot", [](mutable_tables& m) {
+             for (std::size_t i = 0; i < m.index().size() / 4; ++i) mutable_tables::put32(m.index(), i, 10);
+         }, ct::errc::malformed_tables},
+        {"an index of 3 slots", [](mutable_tables& m) { m.index().resize(12); }, ct::errc::malformed_tables},
+        {"an index naming a control piece", [](mutable_tables& m) {
+             for (std::size_t i = 0; i < m.index().size() / 4; ++i)
+                 if (m.index()[4 * i] || m.index()[4 * i + 1]) { mutable_tables::put32(m.index(), i, 2); break; }
+         }, ct::errc::malformed_tables},
+        {"a byte id past the vocabulary", [](mutable_tables& m) { mutable_tables::put32(m.byte_ids(), 65, 5000); }, ct::errc::malformed_tables},
+        {"a NaN score", [](mutable_tables& m) { mutable_tables::put32(m.scores(), 9, 0x7FC00000u); }, ct::errc::non_finite},
+        {"scores missing", [](mutable_tables& m) { m.scores().clear(); }, ct::errc::malformed_tables},
+        {"merges in a SentencePiece model", [](mutable_tables& m) { m.parts[1] = std::string(12, '\0'); }, ct::errc::malformed_tables},
+        {"a character map whose strings end unterminated", [](mutable_tables& m) {
+             m.parts[8] = std::string("\x08\0\0\0\0\0\0\0\0\0\0\0abc", 15);
+         }, ct::errc::malformed_tables},
+        {"a literal past the vocabulary", [](mutable_tables& m) { m.parts[9] = std::string("\xff\xff\x00\x00", 4); }, ct::errc::malformed_tables},
+        {"unk not an unknown piece", [](mutable_tables& m) { m.config.unk = 5; }, ct::errc::malformed_tables},
+        {"bos past the vocabulary", [](mutable_tables& m) { m.config.bos = 600; }, ct::errc::value_out_of_range},
+    };
+    for (const breakage& b : cases) {
+        mutable_tables m = base;
+        b.apply(m);
+        ct::tokenizer t = good;
+        const ct::status s = ct::tokenizer::make(m.raw(), m.config, t);
+        CHECK_MESSAGE(s.code == b.code, b.what << ": " << ct::to_string(s.code));
+        CHECK_MESSAGE(t.vocab() == good.vocab(), b.what << ": the tokenizer changed");
+    }
+}
+
+namespace {
+// A safetensors file rebuilt from another's tensors: one retyped or dropped, one added,
+// a metadata value changed (the loader's errors).
+struct file_edit {
+    std::string drop = {}, retype = {}, add = {}, meta_key = {}, meta_value = {};
+};
+std::vector<std::byte> rebuilt(const loaded& l, const file_edit& e) {
+    std::string header = "{\"__metadata__\":{", data;
+    const char* keys[] = {"tokenizer.format", "tokenizer.kind", "tokenizer.vocab", "tokenizer.bos", "tokenizer.eos",
+                          "tokenizer.unk", "tokenizer.pad", "tokenizer.add_dummy_prefix",
+                          "tokenizer.remove_extra_whitespaces", "tokenizer.escape_whitespaces",
+                          "tokenizer.byte_fallback", "tokenizer.split_literals"};
+    bool first = true;
+    for (const char* k : keys) {
+        const std::string v = k == e.meta_key ? e.meta_value : std::string(l.file.metadata(k));
+        header += (first ? "\"" : ",\"") + std::string(k) + "\":\"" + v + "\"";
+        first = false;
+    }
+    header += "}";
+    auto tensor = [&](const std::string& name, const char* dtype, std::size_t elems, std::string_view bytes) {
+        header += ",\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[" + std::to_string(elems) +
+                  "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) + "]}";
+        data += bytes;
+    };
+    for (std::size_t i = 0; i < l.file.size(); ++i) {
+        const auto& t = l.file[i];
+        std::string name(t.name);
+        if (name == e.drop) continue;
+        const std::string_view bytes(reinterpret_cast<const char*>(l.file.data(t)), t.end - t.begin);
+        const bool u8 = t.type == ct::safetensors::dtype::U8;
+        const char* dtype = name == e.retype ? (u8 ? "I8" : "I32")
+                            : u8              ? "U8"
+                            : t.type == ct::safetensors::dtype::F32 ? "F32" : "U32";
+        tensor(name, dtype, u8 ? bytes.size() : bytes.size() / 4, bytes);
+    }
+    if (!e.add.empty()) tensor(e.add, "U8", 1, "x");
+    header += "}";
+    std::string file(8, '\0');
+    for (int b = 0; b < 8; ++b) file[static_cast<std::size_t>(b)] = static_cast<char>(static_cast<std::uint64_t>(header.size()) >> (8 * b));
+    file += header + data;
+    std::vector<std::byte> out(file.size());
+    std::memcpy(out.data(), file.data(), file.size());
+    return out;
+}
+}  // namespace
+
+TEST_CASE("text: load_tokenizer names what is wrong with a file, and leaves the tokenizer as it was") {
+    const loaded l("sp_bpe_identity");
+    struct bad_file {
+        file_edit edit;
+        ct::errc code;
+        const char* names;
+    };
+    const bad_file cases[] = {
+        {{}, ct::errc::ok, ""},
+        {{.drop = "tokenizer.index"}, ct::errc::missing_tensor, "tokenizer.index"},
+        {{.retype = "tokenizer.offsets"}, ct::errc::wrong_dtype, "tokenizer.offsets"},
+        {{.add = "tokenizer.extra"}, ct::errc::unexpected_tensor, "tokenizer.extra"},
+        {{.meta_key = "tokenizer.format", .meta_value = "ctformer.tokenizer.0"}, ct::errc::config_mismatch, "tokenizer.format"},
+        {{.meta_key = "tokenizer.kind", .meta_value = "wordpiece"}, ct::errc::config_mismatch, "tokenizer.kind"},
+        {{.meta_key = "tokenizer.vocab", .meta_value = "601"}, ct::errc::config_mismatch, "tokenizer.vocab"},
+        {{.meta_key = "tokenizer.bos", .meta_value = "one"}, ct::errc::malformed_header, "tokenizer.bos"},
+        {{.meta_key = "tokenizer.byte_fallback", .meta_value = "yes"}, ct::errc::malformed_header, "tokenizer.byte_fallback"},
+        {{.meta_key = "tokenizer.kind", .meta_value = "byte_level_bpe"}, ct::errc::malformed_tables, "tokenizer.scores"},
+    };
+    for (const bad_file& c : cases) {
+        const std::vector<std::byte> bytes = rebuilt(l, c.edit);
+        ct::safetensors::file<32> f;
+        REQUIRE(f.parse(bytes).ok());
+        ct::tokenizer t = header_tokenizer();
+        const ct::status s = ct::load_tokenizer(f, t);
+        CHECK_MESSAGE(s.code == c.code, c.names << ": " << ct::to_string(s.code) << " " << s.tensor_name());
+        if (!s.ok()) CHECK(s.tensor_name() == std::string_view(c.names));
+        CHECK(t.vocab() == 600);
+    }
+}
+
+TEST_CASE("text: a tokenizer fits a model whose vocabulary holds its ids") {
+    using Block = ct::DecoderOnlyBlock<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<16>>;
+    const ct::tokenizer t = header_tokenizer();
+    CHECK(ct::check_tokenizer<ct::GPT<600, 8, 1, Block>>(t).ok());
+    CHECK(ct::check_tokenizer<ct::GPT<640, 8, 1, Block>>(t).ok());
+    CHECK(ct::check_tokenizer<ct::GPT<599, 8, 1, Block>>(t).code == ct::errc::config_mismatch);
+}
+
+#ifndef CT_ALLOC_SANITIZED
+TEST_CASE("text: encode and decode allocate nothing") {
+    std::vector<loaded> all;
+    all.reserve(5);
+    for (const char* name : {"sp_bpe", "sp_unigram", "sp_bpe_identity"}) all.emplace_back(name);
+#ifdef CTFORMER_TEXT_REFS
+    all.emplace_back("gpt2");
+    all.emplace_back("llama2");
+#endif
+    for (const loaded& l : all)
+        for (const std::string& text : expected().texts) {
+            std::size_t n = 0, out = 0;
+            const std::size_t allocs = alloc_counter::during([&] {
+                REQUIRE(l.tok.encode(text, ids, n, ws, {.add_bos = l.tok.bos() >= 0}).ok());
+                ct::text_decoder dec(l.tok);
+                for (std::size_t i = 0; i < n; ++i) (void)dec.push(ids[i], [&](std::string_view s) { out += s.size(); });
+                dec.finish([&](std::string_view s) { out += s.size(); });
+            });
+            CHECK_MESSAGE(allocs == 0, allocs << " allocations encoding \"" << text << "\"");
+        }
+}
+#endif
