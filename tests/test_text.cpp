@@ -479,3 +479,124 @@ TEST_CASE("text: encode and decode allocate nothing") {
         }
 }
 #endif
+
+namespace {
+double number(js::json& j) {
+    j.ws();
+    if (j.p < j.end && *j.p == '"') return j.string() == "-inf" ? -INFINITY : NAN;
+    char* e = nullptr;
+    const double v = std::strtod(j.p, &e);
+    j.p = e;
+    return v;
+}
+std::vector<double> numbers(js::json& j) {
+    std::vector<double> v;
+    j.expect('[');
+    if (j.eat(']')) return v;
+    do v.push_back(number(j));
+    while (j.eat(','));
+    j.expect(']');
+    return v;
+}
+}  // namespace
+
+TEST_CASE("text: the sampling chain's distribution equals Hugging Face's processors (PyTorch)") {
+    constexpr std::size_t V = 40;
+    const std::vector<std::byte> raw = test::read_file("text/samplers.json");
+    const char* p = reinterpret_cast<const char*>(raw.data());
+    js::json j{p, p + raw.size()};
+    static ct::sampler_scratch<float, V> scratch;
+    std::size_t cases = 0;
+    double worst = 0;
+    j.expect('[');
+    do {
+        std::vector<double> logits, probs;
+        std::vector<ct::token> recent;
+        std::vector<ct::logit_bias> bias;
+        ct::sampling s;
+        j.expect('{');
+        do {
+            const std::string_view k = j.string();
+            j.expect(':');
+            if (k == "logits") logits = numbers(j);
+            else if (k == "probs") probs = numbers(j);
+            else if (k == "recent") recent = int_array(j);
+            else if (k == "options") {
+                j.expect('{');
+                if (!j.eat('}')) {
+                    do {
+                        const std::string_view o = j.string();
+                        j.expect(':');
+                        if (o == "bias") {
+                            j.expect('[');
+                            do {
+                                const auto pair = numbers(j);
+                                bias.push_back({static_cast<ct::token>(pair[0]), static_cast<float>(pair[1])});
+                            } while (j.eat(','));
+                            j.expect(']');
+                            continue;
+                        }
+                        const double v = number(j);
+                        if (o == "temperature") s.temperature = static_cast<float>(v);
+                        else if (o == "top_k") s.top_k = static_cast<std::size_t>(v);
+                        else if (o == "top_p") s.top_p = static_cast<float>(v);
+                        else if (o == "min_p") s.min_p = static_cast<float>(v);
+                        else if (o == "repetition_penalty") s.repetition_penalty = static_cast<float>(v);
+                        else if (o == "frequency_penalty") s.frequency_penalty = static_cast<float>(v);
+                        else if (o == "presence_penalty") s.presence_penalty = static_cast<float>(v);
+                        else if (o == "penalty_last_n") s.penalty_last_n = static_cast<std::size_t>(v);
+                        else FAIL("unknown option " << o);
+                    } while (j.eat(','));
+                    j.expect('}');
+                }
+            }
+        } while (j.eat(','));
+        j.expect('}');
+        REQUIRE((j.ok && logits.size() == V && probs.size() == V));
+        s.bias = bias;
+        std::array<float, V> l;
+        for (std::size_t i = 0; i < V; ++i) l[i] = static_cast<float>(logits[i]);
+        std::size_t n = 0;
+        double total = 0;
+        REQUIRE(ct::sampling_candidates(l.data(), s, scratch, recent, n, total).ok());
+        std::array<double, V> got{};
+        for (std::size_t i = 0; i < n; ++i) got[static_cast<std::size_t>(scratch.c[i].id)] += scratch.c[i].value / total;
+        for (std::size_t i = 0; i < V; ++i) {
+            const double err = std::fabs(got[i] - probs[i]);
+            worst = std::max(worst, err);
+            CHECK_MESSAGE(err <= 2e-6, "case " << cases << " token " << i << ": " << got[i] << " want " << probs[i]
+                                               << " (max abs error so far " << worst << ")");
+        }
+        ++cases;
+    } while (j.eat(','));
+    MESSAGE(cases << " sampler cases, max abs error of a probability " << worst);
+    CHECK(cases == 42);
+}
+
+TEST_CASE("text: sampling options are validated (NaN, out of range: invalid_option naming the field)") {
+    const float nan_f = std::numeric_limits<float>::quiet_NaN(), inf_f = std::numeric_limits<float>::infinity();
+    CHECK(ct::sampling{.min_p = -0.1f}.validate().tensor_name() == std::string_view("min_p"));
+    CHECK(ct::sampling{.min_p = 1.5f}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.min_p = nan_f}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.repetition_penalty = 0}.validate().tensor_name() == std::string_view("repetition_penalty"));
+    CHECK(ct::sampling{.repetition_penalty = -1}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.repetition_penalty = inf_f}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.frequency_penalty = nan_f}.validate().tensor_name() == std::string_view("frequency_penalty"));
+    CHECK(ct::sampling{.presence_penalty = inf_f}.validate().tensor_name() == std::string_view("presence_penalty"));
+    const ct::logit_bias nan_bias[] = {{1, nan_f}}, inf_bias[] = {{1, inf_f}}, neg_id[] = {{-1, 0.f}},
+                         ban[] = {{1, -inf_f}}, far[] = {{40, 1.f}};
+    CHECK(ct::sampling{.bias = nan_bias}.validate().tensor_name() == std::string_view("logit bias"));
+    CHECK(ct::sampling{.bias = inf_bias}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.bias = neg_id}.validate().code == ct::errc::invalid_option);
+    CHECK(ct::sampling{.bias = ban}.validate().ok());
+    static ct::sampler_scratch<float, 40> scratch;
+    std::array<float, 40> logits{};
+    ct::token next = -5;
+    CHECK(ct::sample(logits.data(), ct::sampling{.bias = far}, 0, scratch, next).code == ct::errc::invalid_option);
+    CHECK(next == -5);
+    // every token banned: no choice
+    std::array<ct::logit_bias, 40> all;
+    for (std::size_t i = 0; i < 40; ++i) all[i] = {static_cast<ct::token>(i), -inf_f};
+    CHECK(ct::sample(logits.data(), ct::sampling{.bias = all}, 0, scratch, next).code == ct::errc::non_finite);
+    CHECK(next == -5);
+}

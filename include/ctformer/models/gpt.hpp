@@ -249,17 +249,27 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     }
 
     // ---- Generation (batch 1): prefill the prompt in chunks of C, then one token per step ----
-    template <std::size_t C> struct GenerateWorkspace : sized_role<GenerateWorkspace<C>> {
+    // W: the longest window of recent tokens the penalties may look at (sampling::penalty_last_n).
+    template <std::size_t C, std::size_t W = 64> struct GenerateWorkspace : sized_role<GenerateWorkspace<C, W>> {
         StepWorkspace<1, C> prefill;
         StepWorkspace<1, 1> decode;
         Tensor<T, 1, 1, V> next_logits;  // the logits of the last token fed
         Tensor<token, 1, C> chunk;
         Tensor<token, 1, 1> one;
         sampler_scratch<T, V> scratch;
+        std::array<token, W> recent;  // the sequence's last tokens (this call's prompt and output)
+        std::size_t n_recent = 0;
+        constexpr void remember(token t) {
+            if constexpr (W > 0) {
+                if (n_recent == W)
+                    for (std::size_t i = 1; i < W; ++i) recent[i - 1] = recent[i];
+                recent[n_recent < W ? n_recent++ : W - 1] = t;
+            }
+        }
     };
     // Continues the sequence in cache (reset() it for a new one) with prompt[0..n_prompt), then
-    // samples up to max_new tokens (sampling.hpp: greedy, temperature, top-k, top-p; draw i uses
-    // the Philox counter (seed, position)). on_token(token) is called for each new token and
+    // samples up to max_new tokens (sampling.hpp: bias, penalties over this call's last W tokens,
+    // greedy, temperature, top-k, top-p, min-p; draw i uses the Philox counter (seed, position)). on_token(token) is called for each new token and
     // returns false to stop; the stop token ends generation without being passed on. The cache
     // then holds the prompt and every token passed on but the last (it was never fed).
     // Errors before the first token is passed on leave the cache as it was: errc::invalid_option
@@ -267,10 +277,13 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     // errc::cache_full (the prompt does not fit), a prefill step's error, non_finite logits.
     // Later errors (the cache fills up before max_new tokens, a step or a draw fails) keep what
     // was passed on in the cache, as above.
-    template <std::size_t C, std::size_t Cap, class F>
-    static status generate(const Params& p, GenerateWorkspace<C>& ws, KVCache<1, Cap>& cache, const token* prompt,
+    template <std::size_t C, std::size_t W, std::size_t Cap, class F>
+    static status generate(const Params& p, GenerateWorkspace<C, W>& ws, KVCache<1, Cap>& cache, const token* prompt,
                            std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
         if (status st = s.validate(); !st) return st;
+        if (s.penalizes() && s.penalty_last_n > W) return status::error(errc::invalid_option, "penalty_last_n");
+        for (const logit_bias& b : s.bias)
+            if (static_cast<std::size_t>(b.id) >= V) return status::error(errc::invalid_option, "logit bias");
         if (n_prompt == 0) return status::error(errc::out_of_range, "prompt");
         if (n_prompt > Cap - cache.length(0)) return status::error(errc::cache_full);  // (no wrap)
         for (std::size_t i = 0; i < n_prompt; ++i)
@@ -290,10 +303,14 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
             n += r;
         }
         const T* last = ws.next_logits.data();
+        ws.n_recent = 0;
+        for (std::size_t i = n_prompt > W ? n_prompt - W : 0; i < n_prompt; ++i) ws.remember(prompt[i]);
         for (std::size_t k = 0; k < max_new; ++k) {
             token next;
-            if (status st = sample(last, s, cache.length(0), ws.scratch, next); !st) return k == 0 ? fail(st) : st;
+            const std::span<const token> recent(ws.recent.data(), ws.n_recent);
+            if (status st = sample(last, s, cache.length(0), ws.scratch, next, recent); !st) return k == 0 ? fail(st) : st;
             if (next == s.stop || !on_token(next)) return {};
+            ws.remember(next);
             if (k + 1 == max_new) return {};
             if (cache.length(0) == Cap) return status::error(errc::cache_full);
             ws.one.storage[0] = next;

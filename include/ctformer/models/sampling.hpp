@@ -1,11 +1,15 @@
-// ctformer/models/sampling.hpp — choosing the next token from one row of logits: greedy,
-// temperature, top-k and top-p (nucleus), reproducible from a counter-based RNG. No heap.
+// ctformer/models/sampling.hpp — choosing the next token from one row of logits, reproducible from
+// a counter-based RNG, no heap. The chain, in this order (Hugging Face's generate applies its
+// processors and warpers so; llama.cpp's default chain also penalizes first):
+//   logit bias -> repetition penalty -> frequency and presence penalties   (over recent tokens)
+//   -> greedy (temperature <= 0) | temperature -> top-k -> top-p -> min-p -> the draw
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 
 #include "../core/dropout.hpp"
 #include "../core/status.hpp"
@@ -14,18 +18,47 @@ namespace ctformer {
 
 using token = std::int32_t;  // a token id (negative only as ignore_index in targets)
 
+// A bias added to one token's logit (-inf: the token is never chosen).
+struct logit_bias {
+    token id;
+    float bias;
+};
+
 struct sampling {
     float temperature = 1.0f;  // <= 0: greedy (argmax; ties go to the lowest id); finite
     std::size_t top_k = 0;     // > 0: keep the k most likely tokens
     float top_p = 1.0f;        // < 1: keep the fewest most likely tokens whose probability reaches top_p; in [0, 1]
+    float min_p = 0.0f;        // > 0: drop tokens less likely than min_p times the most likely one; in [0, 1]
+    // Over the last penalty_last_n tokens of the sequence (prompt included): a token that occurs
+    // there has its logit divided by repetition_penalty if positive, multiplied if negative (CTRL,
+    // Hugging Face, llama.cpp), then lowered by count·frequency_penalty + presence_penalty
+    // (OpenAI's definition). repetition_penalty > 0; 1 and 0, 0: off.
+    float repetition_penalty = 1.0f;
+    float frequency_penalty = 0.0f;
+    float presence_penalty = 0.0f;
+    std::size_t penalty_last_n = 64;
+    std::span<const logit_bias> bias = {};  // added first; ids in the vocabulary, biases finite or -inf
     std::uint64_t seed = 0;    // the draw for position n is Philox(seed, n): reproducible, order-free
     token stop = -1;           // generating it ends generation (it is not passed to the callback)
 
-    // errc::invalid_option naming the field: a NaN or infinite temperature, top_p NaN or outside [0, 1].
+    // errc::invalid_option naming the field: a NaN or infinite temperature, top_p or min_p NaN or
+    // outside [0, 1], repetition_penalty not positive and finite, a penalty NaN or infinite, a
+    // bias NaN or +inf. (A bias's id is checked against the vocabulary by sample.)
     constexpr status validate() const {
         if (!(temperature - temperature == 0.0f)) return status::error(errc::invalid_option, "temperature");
         if (!(top_p >= 0.0f && top_p <= 1.0f)) return status::error(errc::invalid_option, "top_p");
+        if (!(min_p >= 0.0f && min_p <= 1.0f)) return status::error(errc::invalid_option, "min_p");
+        if (!(repetition_penalty > 0.0f && repetition_penalty - repetition_penalty == 0.0f))
+            return status::error(errc::invalid_option, "repetition_penalty");
+        if (!(frequency_penalty - frequency_penalty == 0.0f)) return status::error(errc::invalid_option, "frequency_penalty");
+        if (!(presence_penalty - presence_penalty == 0.0f)) return status::error(errc::invalid_option, "presence_penalty");
+        for (const logit_bias& b : bias)
+            if (b.bias != b.bias || b.bias == std::numeric_limits<float>::infinity() || b.id < 0)
+                return status::error(errc::invalid_option, "logit bias");
         return {};
+    }
+    constexpr bool penalizes() const {
+        return penalty_last_n > 0 && (repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
     }
 };
 
@@ -45,29 +78,61 @@ inline double uniform01(std::uint64_t seed, std::uint64_t counter) {
     return static_cast<double>(bits & ((std::uint64_t{1} << 53) - 1)) * 0x1p-53;
 }
 
-// Chooses the next token from logits: (V) into next. counter: the draw's index (the position being
-// generated). A -inf logit is a blocked token: probability 0, never chosen. A NaN or +inf logit,
-// or no logit above -inf, is errc::non_finite ("logits"): the model's output is broken and no
-// choice would mean anything. Bad options are errc::invalid_option. next is written only on success.
+namespace detail {
+// c[j].value = logit j after the bias and the penalties over recent (its last penalty_last_n).
+template <class T, class Cand>
+void biased_logits(const T* logits, std::size_t V, const sampling& s, std::span<const token> recent, Cand* c) {
+    for (std::size_t j = 0; j < V; ++j) c[j] = {static_cast<double>(logits[j]), static_cast<token>(j)};
+    for (const logit_bias& b : s.bias) c[b.id].value += static_cast<double>(b.bias);
+    if (!s.penalizes()) return;
+    if (recent.size() > s.penalty_last_n) recent = recent.subspan(recent.size() - s.penalty_last_n);
+    for (std::size_t i = 0; i < recent.size(); ++i) {
+        const token t = recent[i];
+        if (t < 0 || static_cast<std::size_t>(t) >= V) continue;
+        bool first = true;  // each distinct token once, with its count
+        std::size_t count = 0;
+        for (std::size_t k = 0; k < recent.size(); ++k) {
+            first = first && !(k < i && recent[k] == t);
+            count += recent[k] == t;
+        }
+        if (!first) continue;
+        double& l = c[t].value;
+        // (in the logits' type, as Hugging Face computes it on the model's scores)
+        const T lt = static_cast<T>(l);
+        const T r = static_cast<T>(s.repetition_penalty);
+        l = static_cast<double>(lt < T(0) ? lt * r : lt / r);
+        l -= static_cast<double>(count) * s.frequency_penalty + s.presence_penalty;
+    }
+}
+}  // namespace detail
+
+// The chain up to the draw: the candidates c[0..n) with unnormalized probabilities (c[j].value)
+// and their total; or, greedy, n = 1 with the argmax. Errors as sample's.
 template <class T, std::size_t V>
-status sample(const T* logits, const sampling& s, std::uint64_t counter, sampler_scratch<T, V>& scratch, token& next) {
+status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T, V>& scratch, std::span<const token> recent,
+                           std::size_t& n, double& total) {
     if (status st = s.validate(); !st) return st;
-    std::size_t best = V;  // the argmax (ties: the lowest id); V: none above -inf
+    for (const logit_bias& b : s.bias)
+        if (static_cast<std::size_t>(b.id) >= V) return status::error(errc::invalid_option, "logit bias");
     for (std::size_t j = 0; j < V; ++j) {
         const T l = logits[j];
         if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
-        if (l != -std::numeric_limits<T>::infinity() && (best == V || l > logits[best])) best = j;
     }
+    auto* c = scratch.c;
+    detail::biased_logits(logits, V, s, recent, c);
+    std::size_t best = V;  // the argmax (ties: the lowest id); V: none above -inf
+    for (std::size_t j = 0; j < V; ++j)
+        if (c[j].value != -std::numeric_limits<double>::infinity() && (best == V || c[j].value > c[best].value)) best = j;
     if (best == V) return status::error(errc::non_finite, "logits");
     if (s.temperature <= 0.0f || s.top_k == 1) {
-        next = static_cast<token>(best);
+        c[0] = {1.0, static_cast<token>(best)};
+        n = 1, total = 1.0;
         return {};
     }
     // (logit - max) / temperature <= 0: exp never overflows, however small the temperature
-    auto* c = scratch.c;
-    const double top = static_cast<double>(logits[best]);
-    for (std::size_t j = 0; j < V; ++j) c[j] = {(static_cast<double>(logits[j]) - top) / s.temperature, static_cast<token>(j)};
-    std::size_t n = V;
+    const double top = c[best].value;
+    for (std::size_t j = 0; j < V; ++j) c[j].value = (c[j].value - top) / s.temperature;
+    n = V;
     if ((s.top_k > 0 && s.top_k < V) || s.top_p < 1.0f) {  // most likely first (ties: lower id first)
         const std::size_t k = s.top_k > 0 && s.top_k < V ? s.top_k : V;
         std::partial_sort(c, c + k, c + V, [](const auto& a, const auto& b) {
@@ -75,7 +140,7 @@ status sample(const T* logits, const sampling& s, std::uint64_t counter, sampler
         });
         n = k;
     }
-    double total = 0;
+    total = 0;
     for (std::size_t j = 0; j < n; ++j) total += (c[j].value = std::exp(c[j].value));
     if (s.top_p < 1.0f) {  // the nucleus: the shortest prefix reaching top_p of the mass
         double cum = 0;
@@ -84,6 +149,29 @@ status sample(const T* logits, const sampling& s, std::uint64_t counter, sampler
         n = keep > 0 ? keep : 1;
         total = 0;
         for (std::size_t j = 0; j < n; ++j) total += c[j].value;
+    }
+    if (s.min_p > 0.0f) {  // relative to the most likely token, whose value is exp(0) = 1
+        total = 0;
+        for (std::size_t j = 0; j < n; ++j) total += (c[j].value = c[j].value < static_cast<double>(s.min_p) ? 0.0 : c[j].value);
+    }
+    return {};
+}
+
+// Chooses the next token from logits: (V) into next. counter: the draw's index (the position being
+// generated); recent: the sequence so far (its last penalty_last_n count for the penalties). A
+// -inf logit is a blocked token: probability 0, never chosen. A NaN or +inf logit, or no logit
+// above -inf after the bias, is errc::non_finite ("logits"): the model's output is broken and no
+// choice would mean anything. Bad options are errc::invalid_option. next is written only on success.
+template <class T, std::size_t V>
+status sample(const T* logits, const sampling& s, std::uint64_t counter, sampler_scratch<T, V>& scratch, token& next,
+              std::span<const token> recent = {}) {
+    std::size_t n = 0;
+    double total = 0;
+    if (status st = sampling_candidates(logits, s, scratch, recent, n, total); !st) return st;
+    const auto* c = scratch.c;
+    if (n == 1) {
+        next = c[0].id;
+        return {};
     }
     double u = uniform01(s.seed, counter) * total;
     std::size_t last = 0;  // the last candidate with probability > 0 (the best one has 1)
