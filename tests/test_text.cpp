@@ -225,11 +225,12 @@ TEST_CASE("text: Llama-2's vocabulary (tokenizer.json) equals llama-tokenizer-js
 namespace {
 // The tables of the generated header, as mutable copies (to break them one way at a time).
 struct mutable_tables {
-    std::array<std::string, 11> parts;
+    std::array<std::string, 12> parts;
     ct::text::tokenizer_config config;
     explicit mutable_tables(const ct::text::raw_tables& r, const ct::text::tokenizer_config& c) : config(c) {
         const ct::text::byte_span* f[] = {&r.bytes, &r.merges, &r.kinds, &r.index, &r.byte_ids, &r.scores,
-                                          &r.offsets, &r.merge_index, &r.charsmap, &r.literals, &r.unk_surface};
+                                          &r.offsets, &r.merge_index, &r.charsmap, &r.literals, &r.unk_surface,
+                                          &r.prefixes};
         for (std::size_t i = 0; i < parts.size(); ++i) parts[i].assign(f[i]->p ? f[i]->p : "", f[i]->n);
     }
     std::string& bytes() { return parts[0]; }
@@ -241,7 +242,7 @@ struct mutable_tables {
     ct::text::raw_tables raw() const {
         auto s = [](const std::string& x) { return ct::text::byte_span{x.data(), x.size()}; };
         return {s(parts[0]), s(parts[6]), s(parts[2]), s(parts[3]), s(parts[4]), s(parts[5]),
-                s(parts[1]), s(parts[7]), s(parts[8]), s(parts[9]), s(parts[10])};
+                s(parts[1]), s(parts[7]), s(parts[8]), s(parts[9]), s(parts[10]), s(parts[11])};
     }
     static void put32(std::string& s, std::size_t i, std::uint32_t v) {
         for (int b = 0; b < 4; ++b) s[4 * i + static_cast<std::size_t>(b)] = static_cast<char>(v >> (8 * b));

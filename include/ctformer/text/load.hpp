@@ -114,7 +114,8 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
                           {"tokenizer.merge_index", &r.merge_index, dtype::U32, false},
                           {"tokenizer.charsmap", &r.charsmap, dtype::U8, false},
                           {"tokenizer.literals", &r.literals, dtype::U32, false},
-                          {"tokenizer.unk_surface", &r.unk_surface, dtype::U8, false}};
+                          {"tokenizer.unk_surface", &r.unk_surface, dtype::U8, false},
+                          {"tokenizer.prefixes", &r.prefixes, dtype::U8, false}};
     for (const slot& s : slots) {
         const safetensors::entry* e = f.find(s.name);
         if (!e) {
@@ -138,12 +139,6 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
     if (status s = tokenizer::make(r, c, t); !s) return s;
     if (static_cast<std::int64_t>(t.vocab()) != vocab) return status::error(errc::config_mismatch, "tokenizer.vocab");
     out = t;
-    return {};
-}
-
-// The tokenizer's ids fit Model's vocabulary (a model may have more rows than the tokenizer ids).
-template <class Model> constexpr status check_tokenizer(const tokenizer& t) {
-    if (t.vocab() > Model::vocab) return status::error(errc::config_mismatch, "tokenizer vocabulary larger than the model's");
     return {};
 }
 

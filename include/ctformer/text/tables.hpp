@@ -10,7 +10,9 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "../core/status.hpp"
 
@@ -35,6 +37,12 @@ struct byte_span {
     constexpr bool empty() const { return n == 0; }
     constexpr std::uint8_t u8(std::size_t i) const { return static_cast<std::uint8_t>(p[i]); }
     constexpr std::uint32_t u32(std::size_t i) const {
+        if constexpr (std::endian::native == std::endian::little)
+            if (!std::is_constant_evaluated()) {  // (one unaligned load)
+                std::uint32_t v;
+                std::memcpy(&v, p + 4 * i, 4);
+                return v;
+            }
         return std::uint32_t{u8(4 * i)} | std::uint32_t{u8(4 * i + 1)} << 8 | std::uint32_t{u8(4 * i + 2)} << 16 |
                std::uint32_t{u8(4 * i + 3)} << 24;
     }
@@ -44,6 +52,7 @@ struct byte_span {
 
 struct raw_tables {
     byte_span bytes, offsets, kinds, index, byte_ids, scores, merges, merge_index, charsmap, literals, unk_surface;
+    byte_span prefixes;  // (unigram, optional) a bit per hash of each proper prefix of a piece
 };
 
 // A metadata entry of tables in a generated header (tools/export.py --tokenizer --header).
@@ -72,6 +81,19 @@ constexpr std::uint32_t pair_hash(std::uint32_t l, std::uint32_t r) {
     return h ^ (h >> 12);
 }
 constexpr bool power_of_two(std::size_t n) { return n && !(n & (n - 1)); }
+// A hash index: a power-of-two number of slots, each empty (0) or a valid entry, one empty at least.
+template <class Valid> constexpr status check_index(const byte_span& ix, std::size_t entries, Valid valid) {
+    if (ix.n % 4 || !detail::power_of_two(ix.words()) || ix.words() <= entries)
+        return status::error(errc::malformed_tables, "tokenizer index");
+    std::size_t empty = 0;
+    for (std::size_t i = 0; i < ix.words(); ++i) {
+        const std::uint32_t v = ix.u32(i);
+        empty += v == 0;
+        if (v != 0 && (v > entries || !valid(v))) return status::error(errc::malformed_tables, "tokenizer index");
+    }
+    // (an empty slot ends every probe)
+    return empty ? status{} : status::error(errc::malformed_tables, "tokenizer index");
+}
 }  // namespace detail
 
 inline constexpr std::uint32_t no_id = 0xFFFFFFFFu;
@@ -105,7 +127,7 @@ class tables {
         if (c.unk >= 0 && t.kind(static_cast<std::uint32_t>(c.unk)) != piece_kind::unknown && sp)
             return bad("tokenizer.unk");
         if ((sp || (c.kind == tokenizer_kind::bpe && !c.byte_fallback)) && c.unk < 0) return bad("tokenizer.unk");
-        if (status s = check_index(r.index, V, [&](std::uint32_t v) {
+        if (status s = detail::check_index(r.index, V, [&](std::uint32_t v) {
                 const piece_kind k = t.kind(v - 1);  // (v <= V: checked first)
                 return k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused;
             });
@@ -124,13 +146,16 @@ class tables {
         for (std::size_t i = 0; i < 3 * t.M_; ++i)
             if (r.merges.u32(i) >= V) return bad("tokenizer.merges");
         if (t.M_ || !r.merge_index.empty())
-            if (status s = check_index(r.merge_index, t.M_, [&](std::uint32_t v) { return v <= t.M_; }); !s) return s;
+            if (status s = detail::check_index(r.merge_index, t.M_, [&](std::uint32_t v) { return v <= t.M_; }); !s) return s;
         if (!r.charsmap.empty()) {
             const std::uint32_t trie = r.charsmap.u32(0);
             if (r.charsmap.n < 8 || trie % 4 || trie == 0 || trie >= r.charsmap.n - 4 || r.charsmap.u8(r.charsmap.n - 1) != 0)
                 return bad("tokenizer.charsmap");
             t.trie_units_ = trie / 4;
+            for (std::uint32_t c = 0; c < 128; ++c)  // (which ASCII bytes begin a rule: the others map to themselves)
+                if (t.trie_child(t.trie_offset(t.trie_unit(0)) ^ c, c)) t.ascii_rules_[c >> 5] |= 1u << (c & 31);
         }
+        if (!r.prefixes.empty() && !detail::power_of_two(r.prefixes.n)) return bad("tokenizer.prefixes");
         if (r.literals.n % 4) return bad("tokenizer.literals");
         for (std::size_t i = 0; i < r.literals.words(); ++i)
             if (r.literals.u32(i) >= V) return bad("tokenizer.literals");
@@ -166,6 +191,12 @@ class tables {
     constexpr std::size_t max_piece() const { return max_piece_; }  // bytes of the longest matchable piece
     constexpr float max_score() const { return max_score_; }
     constexpr std::uint32_t byte_id(unsigned char b) const { return r_.byte_ids.u32(b); }
+    // Whether some piece may be longer than the bytes whose hash is h (false: none is; no filter: true).
+    constexpr bool may_extend(std::uint32_t h) const {
+        if (r_.prefixes.empty()) return true;
+        const std::uint32_t bit = h & static_cast<std::uint32_t>(8 * r_.prefixes.n - 1);
+        return (r_.prefixes.u8(bit >> 3) >> (bit & 7)) & 1;
+    }
     constexpr std::string_view unk_surface() const { return {r_.unk_surface.p, r_.unk_surface.n}; }
 
     // The id of the normal, user-defined or unused piece whose bytes are s[0..n), or no_id.
@@ -177,8 +208,8 @@ class tables {
         for (std::size_t i = h & mask;; i = (i + 1) & mask) {
             const std::uint32_t v = r_.index.u32(i);
             if (v == 0) return no_id;
-            const std::string_view p = piece(v - 1);
-            if (p.size() == n && p == std::string_view(s, n)) return v - 1;
+            const std::uint32_t a = r_.offsets.u32(v - 1), b = r_.offsets.u32(v);
+            if (b - a == n && same(r_.bytes.p + a, s, n)) return v - 1;
         }
     }
     // The merge of (left, right): its row (the rank) and result, or row no_id.
@@ -221,20 +252,19 @@ class tables {
     constexpr bool has_charsmap() const { return trie_units_ != 0; }
     constexpr rule normalize_prefix(const char* s, std::size_t n) const {
         const byte_span& m = r_.charsmap;
-        auto unit = [&](std::size_t i) { return m.u32(1 + i); };
-        auto offset = [](std::uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
         rule best;
-        std::size_t pos = offset(unit(0));
+        const std::uint8_t c0 = static_cast<std::uint8_t>(s[0]);
+        if (c0 < 128 && !((ascii_rules_[c0 >> 5] >> (c0 & 31)) & 1)) return best;
+        std::size_t pos = trie_offset(trie_unit(0));
         for (std::size_t i = 0; i < n; ++i) {
             const std::uint32_t c = static_cast<std::uint8_t>(s[i]);
             pos ^= c;
-            if (pos >= trie_units_) break;
-            const std::uint32_t u = unit(pos);
-            if ((u & (0x80000000u | 0xFFu)) != c) break;
-            pos ^= offset(u);
+            if (!trie_child(pos, c)) break;
+            const std::uint32_t u = trie_unit(pos);
+            pos ^= trie_offset(u);
             if (pos >= trie_units_) break;
             if ((u >> 8) & 1) {
-                const std::size_t v = unit(pos) & 0x7FFFFFFFu, base = 4 + 4 * trie_units_;
+                const std::size_t v = trie_unit(pos) & 0x7FFFFFFFu, base = 4 + 4 * trie_units_;
                 if (v >= m.n - base) break;
                 std::size_t e = base + v;
                 while (m.p[e] != 0) ++e;  // (terminated: make() checked the last byte)
@@ -245,23 +275,24 @@ class tables {
     }
 
   private:
-    template <class Valid> static constexpr status check_index(const byte_span& ix, std::size_t entries, Valid valid) {
-        if (ix.n % 4 || !detail::power_of_two(ix.words()) || ix.words() <= entries)
-            return status::error(errc::malformed_tables, "tokenizer index");
-        std::size_t empty = 0;
-        for (std::size_t i = 0; i < ix.words(); ++i) {
-            const std::uint32_t v = ix.u32(i);
-            empty += v == 0;
-            if (v != 0 && (v > entries || !valid(v))) return status::error(errc::malformed_tables, "tokenizer index");
-        }
-        // (an empty slot ends every probe)
-        return empty ? status{} : status::error(errc::malformed_tables, "tokenizer index");
+    static constexpr bool same(const char* a, const char* b, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i)
+            if (a[i] != b[i]) return false;
+        return true;
     }
+    // the character map's double array (darts-clone's unit layout)
+    constexpr std::uint32_t trie_unit(std::size_t i) const { return r_.charsmap.u32(1 + i); }
+    static constexpr std::size_t trie_offset(std::uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+    constexpr bool trie_child(std::size_t pos, std::uint32_t c) const {
+        return pos < trie_units_ && (trie_unit(pos) & (0x80000000u | 0xFFu)) == c;
+    }
+
 
     raw_tables r_{};
     tokenizer_config c_{};
     std::size_t V_ = 0, M_ = 0, trie_units_ = 0, max_piece_ = 0;
     float min_score_ = 0, max_score_ = 0;
+    std::uint32_t ascii_rules_[4] = {};
 };
 
 }  // namespace ctformer::text

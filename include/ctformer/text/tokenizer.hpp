@@ -61,19 +61,21 @@ class tokenizer {
         static constexpr std::size_t capacity = MaxBytes;
         char norm[MaxBytes];
         std::uint32_t ids[MaxBytes + 2];  // (+ bos, eos)
-        union {
-            struct {
-                std::uint32_t len[MaxBytes];
-                std::int32_t prev[MaxBytes];
-                std::uint32_t id[MaxBytes];
-                text::merge_candidate heap[3 * MaxBytes];
-            } bpe;
-            struct {
-                float best[MaxBytes + 1];
-                std::int32_t start[MaxBytes + 1];
-                std::uint32_t id[MaxBytes + 1];
-                std::uint32_t out[MaxBytes], out_start[MaxBytes];
-            } uni;
+        struct merging {
+            std::uint32_t len[MaxBytes];
+            std::int32_t prev[MaxBytes];
+            std::uint32_t id[MaxBytes];
+            text::merge_candidate heap[3 * MaxBytes];
+        };
+        struct viterbi {
+            float best[MaxBytes + 1];
+            std::int32_t start[MaxBytes + 1];
+            std::uint32_t id[MaxBytes + 1];
+            std::uint32_t out[MaxBytes], out_start[MaxBytes];
+        };
+        union {  // (one kind runs at a time)
+            merging bpe;
+            viterbi uni;
         };
         Workspace() {}
     };
@@ -223,6 +225,13 @@ class tokenizer {
     text::tables t_{};
 };
 
+// The tokenizer's ids fit Model's vocabulary (a model may have more rows than the tokenizer ids).
+template <class Model> constexpr status check_tokenizer(const tokenizer& t) {
+    if (t.vocab() > Model::vocab) return status::error(errc::config_mismatch, "tokenizer vocabulary larger than the model's");
+    return {};
+}
+
+
 // Streaming decode: each id's text as soon as it is whole. A token that ends inside a UTF-8
 // character is held (at most 3 bytes) until the character completes; an invalid sequence becomes
 // U+FFFD (per byte for SentencePiece kinds, per maximal subpart as a browser's TextDecoder for the
@@ -281,6 +290,8 @@ class text_decoder {
         }
         return {};
     }
+    // The ids continue a text (a prompt's): no leading "▁" is dropped.
+    constexpr void continue_text() { started_ = true; }
     // The end of the text: a held, unfinished character becomes U+FFFD.
     template <class F> constexpr void finish(F&& emit) {
         flush(emit);

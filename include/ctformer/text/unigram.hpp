@@ -34,8 +34,9 @@ constexpr std::size_t unigram_segment(const tables& t, const char* s, std::size_
             ++to;
             const std::size_t length = to - from;
             const std::uint32_t id = t.find_hashed(h, s + from, length);
+            const bool more = length < t.max_piece() && t.may_extend(h);
             if (id == no_id || t.kind(id) == piece_kind::unused) {
-                if (length >= t.max_piece()) break;
+                if (!more) break;
                 continue;
             }
             const double score = t.kind(id) == piece_kind::user_defined
@@ -48,7 +49,7 @@ constexpr std::size_t unigram_segment(const tables& t, const char* s, std::size_
                 w.id[to] = id;
             }
             single = single || length == one;
-            if (length >= t.max_piece()) break;
+            if (!more) break;
         }
         if (!single) {
             const float candidate = unk_score + here;
