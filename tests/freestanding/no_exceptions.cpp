@@ -2,6 +2,8 @@
 // image: no exception machinery (__cxa_throw, std::__throw_*), no RTTI and no heap (malloc,
 // operator new) reachable from the library's entry points used here — the loader included.
 #include <ctformer/ctformer.hpp>
+#include <ctformer/text/generate.hpp>
+#include <ctformer/text/load.hpp>
 
 using L = ct::DecoderLayer<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>>;
 using Blk = ct::DecoderOnlyBlock<ct::d_model<32>, ct::heads<4>, ct::ffn_dim<64>, ct::norm_first<true>>;
@@ -24,6 +26,10 @@ static ct::Tensor<ct::token, 1, 8> t;
 static ct::AdamW<G::Params> opt;
 static ct::safetensors::file<512> f;
 static std::byte buf[1 << 20];
+static ct::safetensors::file<32> tf;
+static ct::tokenizer tok;
+static ct::tokenizer::Workspace<256> tws;
+static ct::TextWorkspace<G, 64, 4> text_ws;
 
 int main(int argc, char**) {
     int ok = 0;
@@ -39,5 +45,14 @@ int main(int argc, char**) {
     ok += G::generate(gp, gen, gcache, prompt, 1, 3, ct::sampling{}, [](ct::token) { return true; }).ok();
     const ct::save_result r = ct::save_checkpoint(std::span<std::byte>(buf), gp, opt);
     ok += r.st.ok() && f.parse(std::span<const std::byte>(buf, r.bytes)).ok() && ct::load_checkpoint(f, gp, opt).ok();
+    // text: a tokenizer from a file's bytes, encode, streaming decode, text generation
+    if (tf.parse(std::span<const std::byte>(buf, static_cast<std::size_t>(argc) * 64)).ok() && ct::load_tokenizer(tf, tok).ok()) {
+        ct::token ids[64];
+        std::size_t n = 0;
+        ok += tok.encode("text", ids, n, tws).ok();
+        ct::text_decoder dec(tok);
+        for (std::size_t i = 0; i < n; ++i) ok += dec.push(ids[i], [](std::string_view) {}).ok();
+        ok += ct::generate_text(gp, text_ws, gcache, tok, "prompt", {.max_new = 2}, [](std::string_view) { return true; }).ok();
+    }
     return ok == 0;
 }

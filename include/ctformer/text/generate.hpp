@@ -52,19 +52,19 @@ class stop_filter {
             const std::string_view h(held_, n_);
             for (const std::string_view st : stops_)
                 if (h.ends_with(st)) {
-                    if (n_ > st.size()) ok_ = ok_ && emit(h.substr(0, n_ - st.size()));
+                    if (n_ > st.size()) ok_ = ok_ && emit(text::utf8::slice(h, 0, n_ - st.size()));
                     n_ = 0;
                     return false;
                 }
             std::size_t keep = 0;  // the longest suffix of h that begins some stop string
             for (const std::string_view st : stops_)
                 for (std::size_t k = std::min(st.size() - 1, n_); k > keep; --k)
-                    if (st.starts_with(h.substr(n_ - k))) {
+                    if (st.starts_with(text::utf8::slice(h, n_ - k))) {
                         keep = k;
                         break;
                     }
             if (keep < n_) {
-                ok_ = ok_ && emit(h.substr(0, n_ - keep));
+                ok_ = ok_ && emit(text::utf8::slice(h, 0, n_ - keep));
                 for (std::size_t i = 0; i < keep; ++i) held_[i] = held_[n_ - keep + i];
                 n_ = keep;
             }

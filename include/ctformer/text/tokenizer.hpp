@@ -125,12 +125,12 @@ class tokenizer {
                 continue;
             }
             if (p > from)
-                if (status s = f(text.substr(from, p - from), text::no_id); !s) return s;
+                if (status s = f(text::utf8::slice(text, from, p - from), text::no_id); !s) return s;
             if (status s = f({}, m.id); !s) return s;
             p += m.len;
             from = p;
         }
-        return from < text.size() ? f(text.substr(from), text::no_id) : status{};
+        return from < text.size() ? f(text::utf8::slice(text, from), text::no_id) : status{};
     }
 
     // An unknown piece s: its bytes' byte-fallback tokens, or <unk> (one for a run).
@@ -276,14 +276,14 @@ class text_decoder {
         }
         const text::tokenizer_config& c = tb.config();
         if (bos_ws_ && (c.add_dummy_prefix || c.remove_extra_whitespaces) &&
-            p.substr(0, text::space_symbol.size()) == text::space_symbol) {
+            p.starts_with(text::space_symbol)) {
             p.remove_prefix(text::space_symbol.size());
             bos_ws_seen_ = !c.remove_extra_whitespaces;
         }
         // "▁" -> " ", the rest as is
         while (!p.empty()) {
             const std::size_t k = c.escape_whitespaces ? p.find(text::space_symbol) : std::string_view::npos;
-            feed(p.substr(0, k), emit);
+            feed(text::utf8::slice(p, 0, k), emit);
             if (k == std::string_view::npos) break;
             feed(" ", emit);
             p.remove_prefix(k + text::space_symbol.size());
@@ -335,7 +335,7 @@ class text_decoder {
                 if (v == 0 || v < need) break;
                 j += need;
             }
-            out(s.substr(i, j - i), emit);
+            out(text::utf8::slice(s, i, j - i), emit);
             i = j;
             if (i == s.size()) break;
             const std::size_t v = text::utf8::valid_prefix(s.data() + i, s.size() - i);

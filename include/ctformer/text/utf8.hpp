@@ -63,6 +63,12 @@ constexpr std::size_t valid_prefix(const char* s, std::size_t n) {
     return k;
 }
 
+// s[pos .. pos+n) clamped to s (string_view::substr without its exception: the library throws none)
+constexpr std::string_view slice(std::string_view s, std::size_t pos, std::size_t n = std::string_view::npos) {
+    pos = pos < s.size() ? pos : s.size();
+    return {s.data() + pos, n < s.size() - pos ? n : s.size() - pos};
+}
+
 constexpr std::size_t needed(unsigned char c) {
     return c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
 }
