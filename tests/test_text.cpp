@@ -601,3 +601,82 @@ TEST_CASE("text: sampling options are validated (NaN, out of range: invalid_opti
     CHECK(ct::sample(logits.data(), ct::sampling{.bias = all}, 0, scratch, next).code == ct::errc::non_finite);
     CHECK(next == -5);
 }
+
+#include <ctformer/text/generate.hpp>
+
+TEST_CASE("text: stop strings are matched across pieces of text, never passed on") {
+    const std::string_view stops[] = {"\n\n", "END"};
+    char held[ct::text_options::max_stop + 8];
+    ct::detail::stop_filter f(stops, held);
+    std::string out;
+    auto emit = [&](std::string_view s) {
+        out += s;
+        return true;
+    };
+    CHECK(f.feed("Hel", emit));
+    CHECK(f.feed("lo E", emit));
+    CHECK(out == "Hello ");  // "E" may begin "END": held
+    CHECK(f.feed("ND?", emit) == false);
+    CHECK(out == "Hello ");
+    ct::detail::stop_filter g(stops, held);
+    out.clear();
+    CHECK(g.feed("a\n", emit));
+    CHECK(g.feed("b\n", emit));
+    g.finish(emit);
+    CHECK(out == "a\nb\n");
+}
+
+TEST_CASE("text: generate_text streams the text generate's tokens decode to, up to a stop string") {
+    using Block = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<32>, ct::norm_first<true>>;
+    using M = ct::GPT<600, 64, 2, Block>;
+    static M::Params p;
+    unsigned seed = 7;
+    ct::for_each_tensor(p, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) {
+            seed = seed * 1664525u + 1013904223u;
+            t.set(i, static_cast<float>(static_cast<int>(seed >> 9) % 2001 - 1000) * 0.002f);
+        }
+    });
+    const ct::tokenizer tok = header_tokenizer();
+    static M::KVCache<1, 64> cache;
+    static ct::TextWorkspace<M, 256, 4> tws;
+    const ct::sampling greedy{.temperature = 0, .stop = 2};
+    // the reference: generate's ids, decoded after the prompt's
+    std::size_t n = 0;
+    REQUIRE(tok.encode("the layer", ids, n, ws, {.add_bos = true}).ok());
+    std::vector<ct::token> out_ids;
+    cache.reset();
+    REQUIRE(M::generate(p, tws.generate, cache, ids.data(), n, 24, greedy, [&](ct::token t) {
+                out_ids.push_back(t);
+                return true;
+            }).ok());
+    std::string want;
+    ct::text_decoder dec(tok);
+    dec.continue_text();
+    for (const ct::token t : out_ids) REQUIRE(dec.push(t, [&](std::string_view s) { want += s; }).ok());
+    dec.finish([&](std::string_view s) { want += s; });
+    REQUIRE(want.size() > 6);
+    std::string got;
+    auto collect = [&](std::string_view s) {
+        got += s;
+        return true;
+    };
+    cache.reset();
+    REQUIRE(ct::generate_text(p, tws, cache, tok, "the layer", {.max_new = 24, .sample = greedy}, collect).ok());
+    CHECK(got == want);
+    // a stop string from the middle of that text (across tokens, most likely): the text before it
+    const std::string stop = want.substr(want.size() / 2, 3);
+    const std::string_view stops[] = {stop};
+    got.clear();
+    cache.reset();
+    REQUIRE(ct::generate_text(p, tws, cache, tok, "the layer", {.max_new = 24, .sample = greedy, .stop = stops}, collect).ok());
+    CHECK(got == want.substr(0, want.find(stop)));
+    // options checked before anything is fed
+    const std::string_view empty[] = {""};
+    cache.reset();
+    CHECK(ct::generate_text(p, tws, cache, tok, "x", {.stop = empty}, collect).code == ct::errc::invalid_option);
+    CHECK(cache.length(0) == 0);
+    CHECK(ct::generate_text(p, tws, cache, tok, "x", {.sample = {.repetition_penalty = 1.2f, .penalty_last_n = 65}}, collect)
+              .tensor_name() == std::string_view("penalty_last_n"));
+    CHECK(cache.length(0) == 0);
+}
