@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=$(mkdir -p "${1:-$root/build-cortex-m}" && cd "${1:-$root/build-cortex-m}" && pwd)
-pkgs=(g++ libboost-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
+pkgs=(g++ libboost-dev gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm python3)
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -57,3 +57,21 @@ for s in .weights .text .data .bss; do
   f=$(section fp32 $s); i=$(section int8 $s)
   awk -v s="$s" -v f="$f" -v i="$i" 'BEGIN { printf "   %-20s %9d %9d   %.3f\n", s, f, i, f ? i / f : 0 }'
 done
+
+# The tokenizer's code (-Os, Cortex-M7): the tables' check, + encode, + the streaming decoder, each
+# the .text difference of tokenizer_probe.cpp's builds; the tables (600 pieces) are read-only data.
+# Target: encode within 8 KB.
+python3 "$root/tools/export.py" --tokenizer "$root/tests/data/text/sp_bpe_identity.model" "$out/tok.safetensors" \
+  --header "$out/sp_identity_tables.hpp" --name sp_identity >/dev/null
+probe() {  # extra flags -> .text bytes of the object
+  arm-none-eabi-g++ -std=c++20 -Os -mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16 -fno-exceptions -fno-rtti \
+    -ffunction-sections -fdata-sections -Wall -Wextra -Wpedantic -Werror "$@" -I"$root/include" -isystem "$out/host-headers" \
+    -I"$out" -c "$here/tokenizer_probe.cpp" -o "$out/probe.o"
+  arm-none-eabi-size -A "$out/probe.o" | awk '$1 ~ /^\.text/ { t += $2 } END { print t }'
+}
+load=$(probe); enc=$(probe -DPROBE_ENCODE); dec=$(probe -DPROBE_DECODE)
+echo "== tokenizer code (bytes, -Os): tables' check $load, encode $((enc - load)), streaming decode $((dec - load))"
+if [ $((enc - load)) -gt 8192 ]; then
+  echo "the tokenizer's encode is $((enc - load)) bytes of code, above the 8 KB target"
+  exit 1
+fi
