@@ -225,29 +225,41 @@ TEST_CASE("text: Llama-2's vocabulary (tokenizer.json) equals llama-tokenizer-js
 namespace {
 // The tables of the generated header, as mutable copies (to break them one way at a time).
 struct mutable_tables {
-    std::array<std::string, 12> parts;
+    using field = ct::text::byte_span ct::text::raw_tables::*;
+    static constexpr field fields[] = {
+        &ct::text::raw_tables::bytes,    &ct::text::raw_tables::lengths,     &ct::text::raw_tables::offsets,
+        &ct::text::raw_tables::special,  &ct::text::raw_tables::special_bits, &ct::text::raw_tables::index,
+        &ct::text::raw_tables::byte_ids, &ct::text::raw_tables::scores,      &ct::text::raw_tables::merges,
+        &ct::text::raw_tables::merge_index, &ct::text::raw_tables::charsmap, &ct::text::raw_tables::literals,
+        &ct::text::raw_tables::unk_surface, &ct::text::raw_tables::prefixes};
+    std::array<std::string, std::size(fields)> parts;
+    std::array<std::uint8_t, std::size(fields)> widths{};
     ct::text::tokenizer_config config;
     explicit mutable_tables(const ct::text::raw_tables& r, const ct::text::tokenizer_config& c) : config(c) {
-        const ct::text::byte_span* f[] = {&r.bytes, &r.merges, &r.kinds, &r.index, &r.byte_ids, &r.scores,
-                                          &r.offsets, &r.merge_index, &r.charsmap, &r.literals, &r.unk_surface,
-                                          &r.prefixes};
-        for (std::size_t i = 0; i < parts.size(); ++i) parts[i].assign(f[i]->p ? f[i]->p : "", f[i]->n);
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            const ct::text::byte_span& b = r.*fields[i];
+            parts[i].assign(b.p ? b.p : "", b.n);
+            widths[i] = b.width;
+        }
     }
-    std::string& bytes() { return parts[0]; }
-    std::string& kinds() { return parts[2]; }
-    std::string& index() { return parts[3]; }
-    std::string& byte_ids() { return parts[4]; }
-    std::string& scores() { return parts[5]; }
-    std::string& offsets() { return parts[6]; }
+    std::string& part(field f) {
+        for (std::size_t i = 0; i < parts.size(); ++i)
+            if (fields[i] == f) return parts[i];
+        return parts[0];
+    }
     ct::text::raw_tables raw() const {
-        auto s = [](const std::string& x) { return ct::text::byte_span{x.data(), x.size()}; };
-        return {s(parts[0]), s(parts[6]), s(parts[2]), s(parts[3]), s(parts[4]), s(parts[5]),
-                s(parts[1]), s(parts[7]), s(parts[8]), s(parts[9]), s(parts[10]), s(parts[11])};
+        ct::text::raw_tables r;
+        for (std::size_t i = 0; i < parts.size(); ++i) r.*fields[i] = {parts[i].data(), parts[i].size(), widths[i]};
+        return r;
     }
     static void put32(std::string& s, std::size_t i, std::uint32_t v) {
         for (int b = 0; b < 4; ++b) s[4 * i + static_cast<std::size_t>(b)] = static_cast<char>(v >> (8 * b));
     }
+    static void put16(std::string& s, std::size_t i, std::uint32_t v) {
+        for (int b = 0; b < 2; ++b) s[2 * i + static_cast<std::size_t>(b)] = static_cast<char>(v >> (8 * b));
+    }
 };
+using rt = ct::text::raw_tables;
 
 ct::tokenizer header_tokenizer() {
     ct::tokenizer t;
@@ -339,27 +351,31 @@ TEST_CASE("text: make() refuses tables that disagree, and leaves the tokenizer a
         ct::errc code;
     };
     const breakage cases[] = {
-        {"offsets not increasing", [](mutable_tables& m) { mutable_tables::put32(m.offsets(), 5, 0); }, ct::errc::malformed_tables},
-        {"offsets past the bytes", [](mutable_tables& m) { m.bytes().pop_back(); }, ct::errc::malformed_tables},
-        {"a kind out of range", [](mutable_tables& m) { m.kinds()[7] = 9; }, ct::errc::malformed_tables},
-        {"kinds shorter", [](mutable_tables& m) { m.kinds().pop_back(); }, ct::errc::malformed_tables},
-        {"an index slot past the vocabulary", [](mutable_tables& m) { mutable_tables::put32(m.index(), 0, 100000); }, ct::errc::malformed_tables},
+        {"an offset that disagrees with the lengths", [](mutable_tables& m) { mutable_tables::put32(m.part(&rt::offsets), 5, 0); }, ct::errc::malformed_tables},
+        {"a piece of length 0", [](mutable_tables& m) { m.part(&rt::lengths)[9] = 0; }, ct::errc::malformed_tables},
+        {"bytes shorter than the pieces", [](mutable_tables& m) { m.part(&rt::bytes).pop_back(); }, ct::errc::malformed_tables},
+        {"lengths shorter", [](mutable_tables& m) { m.part(&rt::lengths).pop_back(); }, ct::errc::malformed_tables},
+        {"a special kind out of range", [](mutable_tables& m) { mutable_tables::put32(m.part(&rt::special), 1, 9); }, ct::errc::malformed_tables},
+        {"special ids out of order", [](mutable_tables& m) { mutable_tables::put32(m.part(&rt::special), 2, 0); }, ct::errc::malformed_tables},
+        {"a special bit without its piece", [](mutable_tables& m) { m.part(&rt::special_bits)[20] = 1; }, ct::errc::malformed_tables},
+        {"an index slot past the vocabulary", [](mutable_tables& m) { mutable_tables::put16(m.part(&rt::index), 0, 1000); }, ct::errc::malformed_tables},
         {"an index without an empty slot", [](mutable_tables& m) {
-             for (std::size_t i = 0; i < m.index().size() / 4; ++i) mutable_tables::put32(m.index(), i, 10);
+             for (std::size_t i = 0; i < m.part(&rt::index).size() / 2; ++i) mutable_tables::put16(m.part(&rt::index), i, 10);
          }, ct::errc::malformed_tables},
-        {"an index of 3 slots", [](mutable_tables& m) { m.index().resize(12); }, ct::errc::malformed_tables},
+        {"an index of an odd byte count", [](mutable_tables& m) { m.part(&rt::index).pop_back(); }, ct::errc::malformed_tables},
         {"an index naming a control piece", [](mutable_tables& m) {
-             for (std::size_t i = 0; i < m.index().size() / 4; ++i)
-                 if (m.index()[4 * i] || m.index()[4 * i + 1]) { mutable_tables::put32(m.index(), i, 2); break; }
+             std::string& ix = m.part(&rt::index);
+             for (std::size_t i = 0; i < ix.size() / 2; ++i)
+                 if (ix[2 * i] || ix[2 * i + 1]) { mutable_tables::put16(ix, i, 2); break; }
          }, ct::errc::malformed_tables},
-        {"a byte id past the vocabulary", [](mutable_tables& m) { mutable_tables::put32(m.byte_ids(), 65, 5000); }, ct::errc::malformed_tables},
-        {"a NaN score", [](mutable_tables& m) { mutable_tables::put32(m.scores(), 9, 0x7FC00000u); }, ct::errc::non_finite},
-        {"scores missing", [](mutable_tables& m) { m.scores().clear(); }, ct::errc::malformed_tables},
-        {"merges in a SentencePiece model", [](mutable_tables& m) { m.parts[1] = std::string(12, '\0'); }, ct::errc::malformed_tables},
+        {"a byte id past the vocabulary", [](mutable_tables& m) { mutable_tables::put16(m.part(&rt::byte_ids), 65, 5000); }, ct::errc::malformed_tables},
+        {"a NaN score", [](mutable_tables& m) { mutable_tables::put32(m.part(&rt::scores), 9, 0x7FC00000u); }, ct::errc::non_finite},
+        {"scores missing", [](mutable_tables& m) { m.part(&rt::scores).clear(); }, ct::errc::malformed_tables},
+        {"merges in a SentencePiece model", [](mutable_tables& m) { m.part(&rt::merges) = std::string(12, '\0'); }, ct::errc::malformed_tables},
         {"a character map whose strings end unterminated", [](mutable_tables& m) {
-             m.parts[8] = std::string("\x08\0\0\0\0\0\0\0\0\0\0\0abc", 15);
+             m.part(&rt::charsmap) = std::string("\x08\0\0\0\0\0\0\0\0\0\0\0abc", 15);
          }, ct::errc::malformed_tables},
-        {"a literal past the vocabulary", [](mutable_tables& m) { m.parts[9] = std::string("\xff\xff\x00\x00", 4); }, ct::errc::malformed_tables},
+        {"a literal past the vocabulary", [](mutable_tables& m) { m.part(&rt::literals) = std::string("\xff\xff\x00\x00", 4); }, ct::errc::malformed_tables},
         {"unk not an unknown piece", [](mutable_tables& m) { m.config.unk = 5; }, ct::errc::malformed_tables},
         {"bos past the vocabulary", [](mutable_tables& m) { m.config.bos = 600; }, ct::errc::value_out_of_range},
     };
@@ -402,11 +418,14 @@ std::vector<std::byte> rebuilt(const loaded& l, const file_edit& e) {
         std::string name(t.name);
         if (name == e.drop) continue;
         const std::string_view bytes(reinterpret_cast<const char*>(l.file.data(t)), t.end - t.begin);
-        const bool u8 = t.type == ct::safetensors::dtype::U8;
-        const char* dtype = name == e.retype ? (u8 ? "I8" : "I32")
-                            : u8              ? "U8"
-                            : t.type == ct::safetensors::dtype::F32 ? "F32" : "U32";
-        tensor(name, dtype, u8 ? bytes.size() : bytes.size() / 4, bytes);
+        using ct::safetensors::dtype;
+        const std::size_t w = ct::safetensors::dtype_size(t.type);
+        const char* type = name == e.retype ? (w == 1 ? "I8" : w == 2 ? "I16" : "I32")
+                           : t.type == dtype::U8  ? "U8"
+                           : t.type == dtype::U16 ? "U16"
+                           : t.type == dtype::F32 ? "F32"
+                                                  : "U32";
+        tensor(name, type, bytes.size() / w, bytes);
     }
     if (!e.add.empty()) tensor(e.add, "U8", 1, "x");
     header += "}";
@@ -430,8 +449,9 @@ TEST_CASE("text: load_tokenizer names what is wrong with a file, and leaves the 
         {{}, ct::errc::ok, ""},
         {{.drop = "tokenizer.index"}, ct::errc::missing_tensor, "tokenizer.index"},
         {{.retype = "tokenizer.offsets"}, ct::errc::wrong_dtype, "tokenizer.offsets"},
+        {{.retype = "tokenizer.index"}, ct::errc::wrong_dtype, "tokenizer.index"},
         {{.add = "tokenizer.extra"}, ct::errc::unexpected_tensor, "tokenizer.extra"},
-        {{.meta_key = "tokenizer.format", .meta_value = "ctformer.tokenizer.0"}, ct::errc::config_mismatch, "tokenizer.format"},
+        {{.meta_key = "tokenizer.format", .meta_value = "ctformer.tokenizer.1"}, ct::errc::config_mismatch, "tokenizer.format"},
         {{.meta_key = "tokenizer.kind", .meta_value = "wordpiece"}, ct::errc::config_mismatch, "tokenizer.kind"},
         {{.meta_key = "tokenizer.vocab", .meta_value = "601"}, ct::errc::config_mismatch, "tokenizer.vocab"},
         {{.meta_key = "tokenizer.bos", .meta_value = "one"}, ct::errc::malformed_header, "tokenizer.bos"},

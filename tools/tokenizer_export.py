@@ -16,7 +16,7 @@ import os
 import struct
 import sys
 
-FORMAT = "ctformer.tokenizer.1"
+FORMAT = "ctformer.tokenizer.2"
 # piece kinds: SentencePiece's ModelProto.SentencePiece.Type numbers
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 M32 = 0xFFFFFFFF
@@ -38,25 +38,27 @@ def pair_hash(left, right):
     return h
 
 
-def table_size(n):
-    size = 16
-    while size < 2 * n:
-        size *= 2
-    return size
-
-
 def open_addressing(keys, hash_of):
-    """slots[h & (size-1) + probe] = index + 1 (0: empty); keys[i] None: not entered."""
-    size = table_size(sum(1 for k in keys if k is not None))
+    """Slots (value index + 1, 0: empty) of an open-addressing hash over keys (None: not entered):
+    n entries in ceil(1.5 n) slots at least (load 2/3), slot (h * size) >> 32, linear probing."""
+    n = sum(1 for k in keys if k is not None)
+    size = max(8, (3 * n + 1) // 2 + 1)
     slots = [0] * size
     for i, k in enumerate(keys):
         if k is None:
             continue
-        s = hash_of(k) & (size - 1)
+        s = (hash_of(k) * size) >> 32
         while slots[s]:
-            s = (s + 1) & (size - 1)
+            s = s + 1 if s + 1 < size else 0
         slots[s] = i + 1
     return slots
+
+
+def packed(values, limit):
+    """("U16", bytes) if every value fits 16 bits (0xFFFF stands for 0xFFFFFFFF), else ("U32", bytes)."""
+    if limit < 0xFFFF:
+        return "U16", struct.pack("<%dH" % len(values), *[0xFFFF if v == M32 else v for v in values])
+    return "U32", struct.pack("<%dI" % len(values), *values)
 
 
 # ---- SentencePiece .model: a protobuf (ModelProto), read by hand ----
@@ -313,10 +315,21 @@ def tables(t):
     n = len(pieces)
     if n == 0 or n > 0x7FFFFFFF:
         raise ValueError("tokenizer: %d pieces" % n)
+    if max(len(p) for p in pieces) > 255:
+        raise ValueError("tokenizer: a piece of more than 255 bytes")
     blob = b"".join(pieces)
-    offsets = [0]
-    for p in pieces:
-        offsets.append(offsets[-1] + len(p))
+    # each piece's length, and where every 4th piece starts (a piece is at most 3 additions away)
+    offsets, at = [], 0
+    for i, p in enumerate(pieces):
+        if i % 4 == 0:
+            offsets.append(at)
+        at += len(p)
+    offsets.append(at)
+    # the pieces that are not normal: their ids and kinds (sorted), and a bit per id
+    special = [(i, k) for i, k in enumerate(kinds) if k != NORMAL]
+    bits = bytearray((n + 7) // 8)
+    for i, _ in special:
+        bits[i >> 3] |= 1 << (i & 7)
     # the pieces encoding may produce from text: normal, user-defined, unused (SentencePiece's
     # pieces_); the first id wins where two share their bytes
     keys, seen = [], set()
@@ -325,35 +338,39 @@ def tables(t):
         keys.append(p if ok else None)
         if ok:
             seen.add(p)
-    index = open_addressing(keys, fnv1a)
     u32 = lambda xs: struct.pack("<%dI" % len(xs), *xs)
+    index_dt, index_b = packed(open_addressing(keys, fnv1a), n)
+    bytes_dt, bytes_b = packed(t["byte_ids"], n)
     out = {
         "tokenizer.bytes": ("U8", [len(blob)], blob),
-        "tokenizer.offsets": ("U32", [n + 1], u32(offsets)),
-        "tokenizer.kinds": ("U8", [n], bytes(kinds)),
-        "tokenizer.index": ("U32", [len(index)], u32(index)),
-        "tokenizer.byte_ids": ("U32", [256], u32(t["byte_ids"])),
+        "tokenizer.lengths": ("U8", [n], bytes(len(p) for p in pieces)),
+        "tokenizer.offsets": ("U32", [len(offsets)], u32(offsets)),
+        "tokenizer.index": (index_dt, [len(index_b) // (2 if index_dt == "U16" else 4)], index_b),
+        "tokenizer.byte_ids": (bytes_dt, [256], bytes_b),
+        "tokenizer.special_bits": ("U8", [len(bits)], bytes(bits)),
     }
+    if special:
+        out["tokenizer.special"] = ("U32", [len(special), 2], u32([x for pair in special for x in pair]))
     if t["scores"] is not None:
         out["tokenizer.scores"] = ("F32", [n], struct.pack("<%df" % n, *t["scores"]))
     if t["meta"]["kind"] == "sentencepiece_unigram":
         # a bit per hash of every proper prefix of a matchable piece: where a text's prefix has no
         # bit, no longer piece starts with it (the Viterbi pass stops looking)
         prefixes = {k[:i] for k in keys if k is not None for i in range(1, len(k))}
-        bits = 512
-        while bits < 8 * len(prefixes):
-            bits *= 2
-        filt = bytearray(bits // 8)
+        nbits = 512
+        while nbits < 8 * len(prefixes):
+            nbits *= 2
+        filt = bytearray(nbits // 8)
         for p in prefixes:
-            h = fnv1a(p) & (bits - 1)
+            h = fnv1a(p) & (nbits - 1)
             filt[h >> 3] |= 1 << (h & 7)
         out["tokenizer.prefixes"] = ("U8", [len(filt)], bytes(filt))
     if t["merges"]:
         rows = t["merges"]
-        flat = [x for r in rows for x in r]
-        out["tokenizer.merges"] = ("U32", [len(rows), 3], u32(flat))
-        mindex = open_addressing([(a, b) for a, b, _ in rows], lambda k: pair_hash(*k))
-        out["tokenizer.merge_index"] = ("U32", [len(mindex)], u32(mindex))
+        dt, b = packed([x for r in rows for x in r], n)
+        out["tokenizer.merges"] = (dt, [len(rows), 3], b)
+        dt, b = packed(open_addressing([(a, c) for a, c, _ in rows], lambda k: pair_hash(*k)), len(rows))
+        out["tokenizer.merge_index"] = (dt, [len(b) // (2 if dt == "U16" else 4)], b)
     if t["charsmap"]:
         out["tokenizer.charsmap"] = ("U8", [len(t["charsmap"])], t["charsmap"])
     if t["literals"]:
@@ -395,19 +412,20 @@ def _literal(b):
 
 def write_header(path, name, tensors, metadata):
     """The same tables as constexpr string literals (firmware: they stay in flash)."""
-    fields = ["bytes", "offsets", "kinds", "index", "byte_ids", "scores", "merges", "merge_index", "charsmap",
-              "literals", "unk_surface", "prefixes"]
+    fields = ["bytes", "lengths", "offsets", "special", "special_bits", "index", "byte_ids", "scores", "merges",
+              "merge_index", "charsmap", "literals", "unk_surface", "prefixes"]
     lines = ["// Generated by tools/export.py --tokenizer --header: a tokenizer's tables as constexpr data",
              "// (little-endian bytes, read in place; ctformer::make_tokenizer checks them).", "#pragma once",
              "#include <ctformer/text/tables.hpp>", "", "namespace %s_data {" % name]
-    present = {t.split(".", 1)[1]: b for t, (dt, shape, b) in tensors.items()}
+    present = {t.split(".", 1)[1]: (dt, b) for t, (dt, shape, b) in tensors.items()}
     for f in fields:
         if f in present:
-            b = present[f]
+            b = present[f][1]
             chunks = [_literal(b[i:i + 64]) for i in range(0, len(b), 64)] or ['""']
             lines.append("inline constexpr char %s[] =\n    %s;" % (f, "\n    ".join(chunks)))
     lines.append("}  // namespace %s_data" % name)
-    args = ", ".join("{%s_data::%s}" % (name, f) if f in present else "{}" for f in fields)
+    args = ", ".join(("{%s_data::%s, sizeof %s_data::%s - 1, %d}" % (name, f, name, f, 2 if present[f][0] == "U16" else 4))
+                     if f in present else "{}" for f in fields)
     lines.append("inline constexpr ctformer::text::raw_tables %s_tables{%s};" % (name, args))
     meta = ",\n    ".join('{"%s", "%s"}' % (k, v.replace("\\", "\\\\").replace('"', '\\"'))
                           for k, v in sorted(metadata.items()))

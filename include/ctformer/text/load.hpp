@@ -18,7 +18,7 @@
 
 namespace ctformer {
 
-inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.1";
+inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.2";
 
 namespace detail {
 constexpr bool parse_int(std::string_view s, std::int64_t& v) {
@@ -46,7 +46,7 @@ constexpr bool parse_kind(std::string_view s, text::tokenizer_kind& k) {
 // The configuration from metadata: get(key) -> the value string (empty if absent).
 template <class Get> constexpr status tokenizer_config_from(Get&& get, text::tokenizer_config& c, std::int64_t& vocab) {
     if (get("tokenizer.format") != tokenizer_format)
-        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.1)
+        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.2)
     if (!parse_kind(get("tokenizer.kind"), c.kind)) return status::error(errc::config_mismatch, "tokenizer.kind");
     if (!parse_int(get("tokenizer.vocab"), vocab)) return status::error(errc::malformed_header, "tokenizer.vocab");
     struct id_field {
@@ -101,12 +101,14 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
     struct slot {
         const char* name;
         text::byte_span* to;
-        dtype type;
+        dtype type;  // U32: U16 or U32 (an integer table of either width)
         bool required;
     };
     const slot slots[] = {{"tokenizer.bytes", &r.bytes, dtype::U8, true},
+                          {"tokenizer.lengths", &r.lengths, dtype::U8, true},
                           {"tokenizer.offsets", &r.offsets, dtype::U32, true},
-                          {"tokenizer.kinds", &r.kinds, dtype::U8, true},
+                          {"tokenizer.special", &r.special, dtype::U32, false},
+                          {"tokenizer.special_bits", &r.special_bits, dtype::U8, true},
                           {"tokenizer.index", &r.index, dtype::U32, true},
                           {"tokenizer.byte_ids", &r.byte_ids, dtype::U32, true},
                           {"tokenizer.scores", &r.scores, dtype::F32, false},
@@ -116,14 +118,20 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
                           {"tokenizer.literals", &r.literals, dtype::U32, false},
                           {"tokenizer.unk_surface", &r.unk_surface, dtype::U8, false},
                           {"tokenizer.prefixes", &r.prefixes, dtype::U8, false}};
+    auto fixed_width = [](const char* name) {  // (offsets, special, literals: always U32)
+        const std::string_view n = name;
+        return n == "tokenizer.offsets" || n == "tokenizer.special" || n == "tokenizer.literals";
+    };
     for (const slot& s : slots) {
         const safetensors::entry* e = f.find(s.name);
         if (!e) {
             if (s.required) return status::error(errc::missing_tensor, s.name);
             continue;
         }
-        if (e->type != s.type) return status::error(errc::wrong_dtype, s.name);
-        *s.to = {reinterpret_cast<const char*>(f.data(*e)), static_cast<std::size_t>(e->end - e->begin)};
+        const bool narrow = s.type == dtype::U32 && !fixed_width(s.name) && e->type == dtype::U16;
+        if (e->type != s.type && !narrow) return status::error(errc::wrong_dtype, s.name);
+        *s.to = {reinterpret_cast<const char*>(f.data(*e)), static_cast<std::size_t>(e->end - e->begin),
+                 static_cast<std::uint8_t>(narrow ? 2 : 4)};
     }
     for (std::size_t i = 0; i < f.size(); ++i) {
         if (!safetensors::file<C>::under(f[i], "tokenizer.")) continue;

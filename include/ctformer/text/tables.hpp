@@ -27,32 +27,61 @@ enum class tokenizer_kind : std::uint8_t {
 // SentencePiece's piece types (ModelProto.SentencePiece.Type)
 enum class piece_kind : std::uint8_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
 
-// Bytes a table is made of (a file's tensor, or a string literal in a generated header).
+// Bytes a table is made of (a file's tensor, or a string literal in a generated header); an
+// integer table's elements are `width` bytes: 2 (U16; 0xFFFF stands for "none") or 4 (U32).
 struct byte_span {
     const char* p = nullptr;
     std::size_t n = 0;
+    std::uint8_t width = 4;
     constexpr byte_span() = default;
-    constexpr byte_span(const char* data, std::size_t size) : p(data), n(size) {}
-    template <std::size_t N> constexpr byte_span(const char (&lit)[N]) : p(lit), n(N - 1) {}  // (a literal's NUL)
+    constexpr byte_span(const char* data, std::size_t size, std::uint8_t w = 4) : p(data), n(size), width(w) {}
     constexpr bool empty() const { return n == 0; }
     constexpr std::uint8_t u8(std::size_t i) const { return static_cast<std::uint8_t>(p[i]); }
-    constexpr std::uint32_t u32(std::size_t i) const {
-        if constexpr (std::endian::native == std::endian::little)
-            if (!std::is_constant_evaluated()) {  // (one unaligned load)
-                std::uint32_t v;
-                std::memcpy(&v, p + 4 * i, 4);
-                return v;
-            }
-        return std::uint32_t{u8(4 * i)} | std::uint32_t{u8(4 * i + 1)} << 8 | std::uint32_t{u8(4 * i + 2)} << 16 |
-               std::uint32_t{u8(4 * i + 3)} << 24;
-    }
+    constexpr std::uint32_t u32(std::size_t i) const { return load(4 * i, 4); }
     constexpr float f32(std::size_t i) const { return std::bit_cast<float>(u32(i)); }
     constexpr std::size_t words() const { return n / 4; }
+    // element i of an integer table of either width (a U16 table's 0xFFFF: 0xFFFFFFFF)
+    constexpr std::uint32_t at(std::size_t i) const {
+        if (width == 4) return load(4 * i, 4);
+        const std::uint32_t v = load(2 * i, 2);
+        return v == 0xFFFFu ? 0xFFFFFFFFu : v;
+    }
+    constexpr std::size_t count() const { return n / width; }
+
+  private:
+    constexpr std::uint32_t load(std::size_t at, std::size_t bytes) const {
+        if constexpr (std::endian::native == std::endian::little)
+            if (!std::is_constant_evaluated()) {  // (one unaligned load)
+                if (bytes == 4) {
+                    std::uint32_t v;
+                    std::memcpy(&v, p + at, 4);
+                    return v;
+                }
+                std::uint16_t v;
+                std::memcpy(&v, p + at, 2);
+                return v;
+            }
+        std::uint32_t v = 0;
+        for (std::size_t k = 0; k < bytes; ++k) v |= std::uint32_t{u8(at + k)} << (8 * k);
+        return v;
+    }
 };
 
 struct raw_tables {
-    byte_span bytes, offsets, kinds, index, byte_ids, scores, merges, merge_index, charsmap, literals, unk_surface;
-    byte_span prefixes;  // (unigram, optional) a bit per hash of each proper prefix of a piece
+    byte_span bytes;         // every piece's bytes, in id order
+    byte_span lengths;       // U8 (V): each piece's length
+    byte_span offsets;       // U32 (V/4 + 1): where pieces 0, 4, 8, ... start, then the end
+    byte_span special;       // U32 (E, 2): (id, kind) of the pieces that are not normal, by id
+    byte_span special_bits;  // U8 (V/8): a bit per id, set for those
+    byte_span index;         // U16/U32: open-addressing hash from a piece's bytes to id + 1
+    byte_span byte_ids;      // U16/U32 (256): byte fallback's ids (none: 0xFFFF / 0xFFFFFFFF)
+    byte_span scores;        // F32 (V): SentencePiece kinds
+    byte_span merges;        // U16/U32 (M, 3): left, right, result; the row is the rank
+    byte_span merge_index;   // U16/U32: hash from (left, right) to row + 1
+    byte_span charsmap;      // U8: SentencePiece's precompiled character map, as stored
+    byte_span literals;      // U32: ids of the literal (added, user-defined) tokens
+    byte_span unk_surface;   // U8: what <unk> decodes to (SentencePiece)
+    byte_span prefixes;      // U8 (unigram, optional): a bit per hash of each proper prefix of a piece
 };
 
 // A metadata entry of tables in a generated header (tools/export.py --tokenizer --header).
@@ -81,18 +110,21 @@ constexpr std::uint32_t pair_hash(std::uint32_t l, std::uint32_t r) {
     return h ^ (h >> 12);
 }
 constexpr bool power_of_two(std::size_t n) { return n && !(n & (n - 1)); }
-// A hash index: a power-of-two number of slots, each empty (0) or a valid entry, one empty at least.
-template <class Valid> constexpr status check_index(const byte_span& ix, std::size_t entries, Valid valid) {
-    if (ix.n % 4 || !detail::power_of_two(ix.words()) || ix.words() <= entries)
-        return status::error(errc::malformed_tables, "tokenizer index");
+// A hash index: slots each empty (0) or a valid entry, one empty at least (every probe ends).
+template <class Valid> constexpr status check_index(const byte_span& ix, const char* name, Valid valid) {
+    if (ix.n % ix.width || ix.count() == 0 || (ix.width != 2 && ix.width != 4))
+        return status::error(errc::malformed_tables, name);
     std::size_t empty = 0;
-    for (std::size_t i = 0; i < ix.words(); ++i) {
-        const std::uint32_t v = ix.u32(i);
+    for (std::size_t i = 0; i < ix.count(); ++i) {
+        const std::uint32_t v = ix.at(i);
         empty += v == 0;
-        if (v != 0 && (v > entries || !valid(v))) return status::error(errc::malformed_tables, "tokenizer index");
+        if (v != 0 && !valid(v)) return status::error(errc::malformed_tables, name);
     }
-    // (an empty slot ends every probe)
-    return empty ? status{} : status::error(errc::malformed_tables, "tokenizer index");
+    return empty ? status{} : status::error(errc::malformed_tables, name);
+}
+// Slot of hash h in a table of n slots (any n: multiply-shift).
+constexpr std::size_t slot_of(std::uint32_t h, std::size_t n) {
+    return static_cast<std::size_t>((std::uint64_t{h} * n) >> 32);
 }
 }  // namespace detail
 
@@ -106,91 +138,33 @@ class tables {
         tables t;
         t.r_ = r;
         t.c_ = c;
-        const std::size_t V = r.offsets.words() ? r.offsets.words() - 1 : 0;
-        t.V_ = V;
-        auto bad = [](const char* what) { return status::error(errc::malformed_tables, what); };
-        if (V == 0 || r.offsets.n != 4 * (V + 1) || r.kinds.n != V || V > 0x7FFFFFFF) return bad("tokenizer.offsets");
-        if (r.offsets.u32(0) != 0 || r.offsets.u32(V) != r.bytes.n) return bad("tokenizer.offsets");
-        for (std::size_t i = 0; i < V; ++i) {
-            if (r.offsets.u32(i + 1) <= r.offsets.u32(i)) return bad("tokenizer.offsets");  // (no empty piece)
-            const std::uint8_t k = r.kinds.u8(i);
-            if (k < 1 || k > 6) return bad("tokenizer.kinds");
-        }
-        const bool sp = c.kind == tokenizer_kind::sentencepiece_bpe || c.kind == tokenizer_kind::sentencepiece_unigram;
-        if (sp ? r.scores.n != 4 * V : !r.scores.empty()) return bad("tokenizer.scores");
-        for (std::size_t i = 0; i < r.scores.words(); ++i) {
-            const float s = r.scores.f32(i);
-            if (!(s == s) || s > 3.0e38f || s < -3.0e38f) return status::error(errc::non_finite, "tokenizer.scores");
-        }
-        for (const std::int32_t id : {c.bos, c.eos, c.unk, c.pad})
-            if (id < -1 || id >= static_cast<std::int64_t>(V)) return status::error(errc::value_out_of_range, "tokenizer special id");
-        if (c.unk >= 0 && t.kind(static_cast<std::uint32_t>(c.unk)) != piece_kind::unknown && sp)
-            return bad("tokenizer.unk");
-        if ((sp || (c.kind == tokenizer_kind::bpe && !c.byte_fallback)) && c.unk < 0) return bad("tokenizer.unk");
-        if (status s = detail::check_index(r.index, V, [&](std::uint32_t v) {
-                const piece_kind k = t.kind(v - 1);  // (v <= V: checked first)
-                return k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused;
-            });
-            !s)
-            return s;
-        if (r.byte_ids.n != 4 * 256) return bad("tokenizer.byte_ids");
-        for (std::size_t b = 0; b < 256; ++b) {
-            const std::uint32_t id = r.byte_ids.u32(b);
-            if (id != no_id && id >= V) return bad("tokenizer.byte_ids");
-            if (c.kind == tokenizer_kind::byte_level_bpe && id == no_id) return bad("tokenizer.byte_ids");
-        }
-        const bool ranked = c.kind == tokenizer_kind::bpe || c.kind == tokenizer_kind::byte_level_bpe;
-        if (!ranked && !r.merges.empty()) return bad("tokenizer.merges");
-        if (r.merges.n % 12) return bad("tokenizer.merges");
-        t.M_ = r.merges.n / 12;
-        for (std::size_t i = 0; i < 3 * t.M_; ++i)
-            if (r.merges.u32(i) >= V) return bad("tokenizer.merges");
-        if (t.M_ || !r.merge_index.empty())
-            if (status s = detail::check_index(r.merge_index, t.M_, [&](std::uint32_t v) { return v <= t.M_; }); !s) return s;
-        if (!r.charsmap.empty()) {
-            const std::uint32_t trie = r.charsmap.u32(0);
-            if (r.charsmap.n < 8 || trie % 4 || trie == 0 || trie >= r.charsmap.n - 4 || r.charsmap.u8(r.charsmap.n - 1) != 0)
-                return bad("tokenizer.charsmap");
-            t.trie_units_ = trie / 4;
-            for (std::uint32_t c = 0; c < 128; ++c)  // (which ASCII bytes begin a rule: the others map to themselves)
-                if (t.trie_child(t.trie_offset(t.trie_unit(0)) ^ c, c)) t.ascii_rules_[c >> 5] |= 1u << (c & 31);
-        }
-        if (!r.prefixes.empty() && !detail::power_of_two(r.prefixes.n)) return bad("tokenizer.prefixes");
-        if (r.literals.n % 4) return bad("tokenizer.literals");
-        for (std::size_t i = 0; i < r.literals.words(); ++i)
-            if (r.literals.u32(i) >= V) return bad("tokenizer.literals");
-        // SentencePiece's unigram: the unknown character's score and the user-defined bonus come from
-        // the normal pieces' extreme scores (its initial values too: FLT_MAX, FLT_MIN)
-        for (std::size_t i = 0; i < V; ++i) {
-            const piece_kind k = t.kind(static_cast<std::uint32_t>(i));
-            const std::size_t len = r.offsets.u32(i + 1) - r.offsets.u32(i);
-            if ((k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused) && len > t.max_piece_)
-                t.max_piece_ = len;
-        }
-        t.min_score_ = 3.40282347e38f;
-        t.max_score_ = 1.17549435e-38f;
-        for (std::size_t i = 0; sp && i < V; ++i)
-            if (t.kind(static_cast<std::uint32_t>(i)) == piece_kind::normal) {
-                const float s = r.scores.f32(i);
-                t.min_score_ = s < t.min_score_ ? s : t.min_score_;
-                t.max_score_ = s > t.max_score_ ? s : t.max_score_;
-            }
+        t.V_ = r.lengths.n;
+        if (status s = t.check_pieces(); !s) return s;
+        if (status s = t.check_config(); !s) return s;
+        if (status s = t.check_lookups(); !s) return s;
+        if (status s = t.check_charsmap(); !s) return s;
+        t.summarize();
         out = t;
         return {};
     }
 
     constexpr std::size_t vocab() const { return V_; }
     constexpr const tokenizer_config& config() const { return c_; }
-    constexpr std::string_view piece(std::uint32_t id) const {
-        const std::uint32_t a = r_.offsets.u32(id), b = r_.offsets.u32(id + 1);
-        return {r_.bytes.p + a, b - a};
+    constexpr std::string_view piece(std::uint32_t id) const { return {r_.bytes.p + start(id), r_.lengths.u8(id)}; }
+    constexpr piece_kind kind(std::uint32_t id) const {
+        if (!((r_.special_bits.u8(id >> 3) >> (id & 7)) & 1)) return piece_kind::normal;
+        std::size_t lo = 0, hi = r_.special.words() / 2;  // (by id: binary search)
+        while (lo + 1 < hi) {
+            const std::size_t mid = (lo + hi) / 2;
+            (r_.special.u32(2 * mid) <= id ? lo : hi) = mid;
+        }
+        return static_cast<piece_kind>(r_.special.u32(2 * lo + 1));
     }
-    constexpr piece_kind kind(std::uint32_t id) const { return static_cast<piece_kind>(r_.kinds.u8(id)); }
     constexpr float score(std::uint32_t id) const { return r_.scores.f32(id); }
     constexpr float min_score() const { return min_score_; }
     constexpr std::size_t max_piece() const { return max_piece_; }  // bytes of the longest matchable piece
     constexpr float max_score() const { return max_score_; }
-    constexpr std::uint32_t byte_id(unsigned char b) const { return r_.byte_ids.u32(b); }
+    constexpr std::uint32_t byte_id(unsigned char b) const { return r_.byte_ids.at(b); }
     // Whether some piece may be longer than the bytes whose hash is h (false: none is; no filter: true).
     constexpr bool may_extend(std::uint32_t h) const {
         if (r_.prefixes.empty()) return true;
@@ -204,12 +178,11 @@ class tables {
         return find_hashed(detail::fnv1a(s, n), s, n);
     }
     constexpr std::uint32_t find_hashed(std::uint32_t h, const char* s, std::size_t n) const {
-        const std::size_t mask = r_.index.words() - 1;
-        for (std::size_t i = h & mask;; i = (i + 1) & mask) {
-            const std::uint32_t v = r_.index.u32(i);
+        const std::size_t size = r_.index.count();
+        for (std::size_t i = detail::slot_of(h, size);; i = i + 1 < size ? i + 1 : 0) {
+            const std::uint32_t v = r_.index.at(i);
             if (v == 0) return no_id;
-            const std::uint32_t a = r_.offsets.u32(v - 1), b = r_.offsets.u32(v);
-            if (b - a == n && same(r_.bytes.p + a, s, n)) return v - 1;
+            if (r_.lengths.u8(v - 1) == n && same(r_.bytes.p + start(v - 1), s, n)) return v - 1;
         }
     }
     // The merge of (left, right): its row (the rank) and result, or row no_id.
@@ -218,12 +191,12 @@ class tables {
     };
     constexpr merge_rule merge(std::uint32_t left, std::uint32_t right) const {
         if (M_ == 0) return {no_id, no_id};
-        const std::size_t mask = r_.merge_index.words() - 1;
-        for (std::size_t i = detail::pair_hash(left, right) & mask;; i = (i + 1) & mask) {
-            const std::uint32_t v = r_.merge_index.u32(i);
+        const std::size_t size = r_.merge_index.count();
+        for (std::size_t i = detail::slot_of(detail::pair_hash(left, right), size);; i = i + 1 < size ? i + 1 : 0) {
+            const std::uint32_t v = r_.merge_index.at(i);
             if (v == 0) return {no_id, no_id};
-            if (r_.merges.u32(3 * (v - 1)) == left && r_.merges.u32(3 * (v - 1) + 1) == right)
-                return {v - 1, r_.merges.u32(3 * (v - 1) + 2)};
+            if (r_.merges.at(3 * (v - 1)) == left && r_.merges.at(3 * (v - 1) + 1) == right)
+                return {v - 1, r_.merges.at(3 * (v - 1) + 2)};
         }
     }
 
@@ -275,6 +248,114 @@ class tables {
     }
 
   private:
+    // where piece id starts: its group of 4's offset plus the lengths before it in the group
+    constexpr std::size_t start(std::uint32_t id) const {
+        std::size_t o = r_.offsets.u32(id >> 2);
+        for (std::uint32_t j = id & ~3u; j < id; ++j) o += r_.lengths.u8(j);
+        return o;
+    }
+    static constexpr status bad(const char* what) { return status::error(errc::malformed_tables, what); }
+    // lengths, offsets and bytes agree; the special pieces are sorted, of known kinds, and their bits set
+    constexpr status check_pieces() const {
+        const std::size_t V = V_, groups = (V + 3) / 4;
+        if (V == 0 || V > 0x7FFFFFFF || r_.offsets.n != 4 * (groups + 1)) return bad("tokenizer.offsets");
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < V; ++i) {
+            if (i % 4 == 0 && r_.offsets.u32(i / 4) != at) return bad("tokenizer.offsets");
+            if (r_.lengths.u8(i) == 0) return bad("tokenizer.lengths");  // (no empty piece)
+            at += r_.lengths.u8(i);
+        }
+        if (r_.offsets.u32(groups) != at || at != r_.bytes.n) return bad("tokenizer.offsets");
+        const std::size_t E = r_.special.words() / 2;
+        if (r_.special.n != 8 * E || r_.special_bits.n != (V + 7) / 8) return bad("tokenizer.special");
+        std::size_t bits = 0;
+        for (std::size_t b = 0; b < r_.special_bits.n; ++b) bits += static_cast<std::size_t>(std::popcount(r_.special_bits.u8(b)));
+        if (bits != E) return bad("tokenizer.special_bits");
+        for (std::size_t e = 0; e < E; ++e) {
+            const std::uint32_t id = r_.special.u32(2 * e), k = r_.special.u32(2 * e + 1);
+            if (id >= V || (e && id <= r_.special.u32(2 * e - 2)) || k < 2 || k > 6) return bad("tokenizer.special");
+            if (!((r_.special_bits.u8(id >> 3) >> (id & 7)) & 1)) return bad("tokenizer.special_bits");
+        }
+        return {};
+    }
+    constexpr bool sentencepiece() const {
+        return c_.kind == tokenizer_kind::sentencepiece_bpe || c_.kind == tokenizer_kind::sentencepiece_unigram;
+    }
+    // scores, special ids
+    constexpr status check_config() const {
+        const std::size_t V = V_;
+        if (sentencepiece() ? r_.scores.n != 4 * V : !r_.scores.empty()) return bad("tokenizer.scores");
+        for (std::size_t i = 0; i < r_.scores.words(); ++i) {
+            const float s = r_.scores.f32(i);
+            if (!(s == s) || s > 3.0e38f || s < -3.0e38f) return status::error(errc::non_finite, "tokenizer.scores");
+        }
+        for (const std::int32_t id : {c_.bos, c_.eos, c_.unk, c_.pad})
+            if (id < -1 || id >= static_cast<std::int64_t>(V))
+                return status::error(errc::value_out_of_range, "tokenizer special id");
+        if (c_.unk >= 0 && sentencepiece() && kind(static_cast<std::uint32_t>(c_.unk)) != piece_kind::unknown)
+            return bad("tokenizer.unk");
+        if ((sentencepiece() || (c_.kind == tokenizer_kind::bpe && !c_.byte_fallback)) && c_.unk < 0) return bad("tokenizer.unk");
+        return {};
+    }
+    // the piece index, the byte ids, the merges and their index, the literals
+    constexpr status check_lookups() {
+        const std::size_t V = V_;
+        if (status s = detail::check_index(r_.index, "tokenizer.index", [&](std::uint32_t v) {
+                if (v > V) return false;
+                const piece_kind k = kind(v - 1);
+                return k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused;
+            });
+            !s)
+            return s;
+        if (r_.byte_ids.count() != 256 || r_.byte_ids.n != 256u * r_.byte_ids.width) return bad("tokenizer.byte_ids");
+        for (std::size_t b = 0; b < 256; ++b) {
+            const std::uint32_t id = r_.byte_ids.at(b);
+            if ((id != no_id && id >= V) || (c_.kind == tokenizer_kind::byte_level_bpe && id == no_id))
+                return bad("tokenizer.byte_ids");
+        }
+        const bool ranked = c_.kind == tokenizer_kind::bpe || c_.kind == tokenizer_kind::byte_level_bpe;
+        if ((!ranked && !r_.merges.empty()) || r_.merges.n % (3u * r_.merges.width)) return bad("tokenizer.merges");
+        M_ = r_.merges.count() / 3;
+        for (std::size_t i = 0; i < 3 * M_; ++i)
+            if (r_.merges.at(i) >= V) return bad("tokenizer.merges");
+        if (M_ || !r_.merge_index.empty())
+            if (status s = detail::check_index(r_.merge_index, "tokenizer.merge_index", [&](std::uint32_t v) { return v <= M_; });
+                !s)
+                return s;
+        if (!r_.prefixes.empty() && !detail::power_of_two(r_.prefixes.n)) return bad("tokenizer.prefixes");
+        if (r_.literals.n % 4) return bad("tokenizer.literals");
+        for (std::size_t i = 0; i < r_.literals.words(); ++i)
+            if (r_.literals.u32(i) >= V) return bad("tokenizer.literals");
+        return {};
+    }
+    // the character map's trie lies inside it and its strings end with NUL
+    constexpr status check_charsmap() {
+        if (r_.charsmap.empty()) return {};
+        const std::uint32_t trie = r_.charsmap.n >= 8 ? r_.charsmap.u32(0) : 0;
+        if (trie % 4 || trie == 0 || trie >= r_.charsmap.n - 4 || r_.charsmap.u8(r_.charsmap.n - 1) != 0)
+            return bad("tokenizer.charsmap");
+        trie_units_ = trie / 4;
+        for (std::uint32_t ch = 0; ch < 128; ++ch)  // (which ASCII bytes begin a rule: the others map to themselves)
+            if (trie_child(trie_offset(trie_unit(0)) ^ ch, ch)) ascii_rules_[ch >> 5] |= 1u << (ch & 31);
+        return {};
+    }
+    // SentencePiece's unigram: the unknown character's score and the user-defined bonus come from
+    // the normal pieces' extreme scores (its initial values too: FLT_MAX, FLT_MIN)
+    constexpr void summarize() {
+        min_score_ = 3.40282347e38f;
+        max_score_ = 1.17549435e-38f;
+        for (std::uint32_t i = 0; i < V_; ++i) {
+            const piece_kind k = kind(i);
+            if ((k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused) &&
+                r_.lengths.u8(i) > max_piece_)
+                max_piece_ = r_.lengths.u8(i);
+            if (sentencepiece() && k == piece_kind::normal) {
+                const float s = r_.scores.f32(i);
+                min_score_ = s < min_score_ ? s : min_score_;
+                max_score_ = s > max_score_ ? s : max_score_;
+            }
+        }
+    }
     static constexpr bool same(const char* a, const char* b, std::size_t n) {
         for (std::size_t i = 0; i < n; ++i)
             if (a[i] != b[i]) return false;
