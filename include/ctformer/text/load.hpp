@@ -18,7 +18,7 @@
 
 namespace ctformer {
 
-inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.2";
+inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.3";
 
 namespace detail {
 constexpr bool parse_int(std::string_view s, std::int64_t& v) {
@@ -46,7 +46,7 @@ constexpr bool parse_kind(std::string_view s, text::tokenizer_kind& k) {
 // The configuration from metadata: get(key) -> the value string (empty if absent).
 template <class Get> constexpr status tokenizer_config_from(Get&& get, text::tokenizer_config& c, std::int64_t& vocab) {
     if (get("tokenizer.format") != tokenizer_format)
-        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.2)
+        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.3)
     if (!parse_kind(get("tokenizer.kind"), c.kind)) return status::error(errc::config_mismatch, "tokenizer.kind");
     if (!parse_int(get("tokenizer.vocab"), vocab)) return status::error(errc::malformed_header, "tokenizer.vocab");
     struct id_field {
@@ -110,6 +110,7 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
                           {"tokenizer.special", &r.special, dtype::U32, false},
                           {"tokenizer.special_bits", &r.special_bits, dtype::U8, true},
                           {"tokenizer.index", &r.index, dtype::U32, true},
+                          {"tokenizer.displacements", &r.displacements, dtype::U16, true},
                           {"tokenizer.byte_ids", &r.byte_ids, dtype::U32, true},
                           {"tokenizer.scores", &r.scores, dtype::F32, false},
                           {"tokenizer.merges", &r.merges, dtype::U32, false},
@@ -131,7 +132,7 @@ template <std::size_t C> status load_tokenizer(const safetensors::file<C>& f, to
         const bool narrow = s.type == dtype::U32 && !fixed_width(s.name) && e->type == dtype::U16;
         if (e->type != s.type && !narrow) return status::error(errc::wrong_dtype, s.name);
         *s.to = {reinterpret_cast<const char*>(f.data(*e)), static_cast<std::size_t>(e->end - e->begin),
-                 static_cast<std::uint8_t>(narrow ? 2 : 4)};
+                 static_cast<std::uint8_t>(e->type == dtype::U16 ? 2 : 4)};
     }
     for (std::size_t i = 0; i < f.size(); ++i) {
         if (!safetensors::file<C>::under(f[i], "tokenizer.")) continue;

@@ -73,7 +73,8 @@ struct raw_tables {
     byte_span offsets;       // U32 (V/4 + 1): where pieces 0, 4, 8, ... start, then the end
     byte_span special;       // U32 (E, 2): (id, kind) of the pieces that are not normal, by id
     byte_span special_bits;  // U8 (V/8): a bit per id, set for those
-    byte_span index;         // U16/U32: open-addressing hash from a piece's bytes to id + 1
+    byte_span index;         // U16/U32: a piece's slot (hash and displace) -> id + 1
+    byte_span displacements; // U16: each bucket's displacement (no two pieces share a slot)
     byte_span byte_ids;      // U16/U32 (256): byte fallback's ids (none: 0xFFFF / 0xFFFFFFFF)
     byte_span scores;        // F32 (V): SentencePiece kinds
     byte_span merges;        // U16/U32 (M, 3): left, right, result; the row is the rank
@@ -126,6 +127,13 @@ template <class Valid> constexpr status check_index(const byte_span& ix, const c
 constexpr std::size_t slot_of(std::uint32_t h, std::size_t n) {
     return static_cast<std::size_t>((std::uint64_t{h} * n) >> 32);
 }
+constexpr std::uint32_t fmix32(std::uint32_t h) {  // (MurmurHash3's finalizer)
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    return h ^ (h >> 16);
+}
 }  // namespace detail
 
 inline constexpr std::uint32_t no_id = 0xFFFFFFFFu;
@@ -177,13 +185,11 @@ class tables {
     constexpr std::uint32_t find(const char* s, std::size_t n) const {
         return find_hashed(detail::fnv1a(s, n), s, n);
     }
+    // (one slot: the piece the exporter placed there for this hash's bucket, or none)
     constexpr std::uint32_t find_hashed(std::uint32_t h, const char* s, std::size_t n) const {
-        const std::size_t size = r_.index.count();
-        for (std::size_t i = detail::slot_of(h, size);; i = i + 1 < size ? i + 1 : 0) {
-            const std::uint32_t v = r_.index.at(i);
-            if (v == 0) return no_id;
-            if (r_.lengths.u8(v - 1) == n && same(r_.bytes.p + start(v - 1), s, n)) return v - 1;
-        }
+        const std::uint32_t d = r_.displacements.at(detail::slot_of(h, r_.displacements.count()));
+        const std::uint32_t v = r_.index.at(detail::slot_of(detail::fmix32(h ^ (d * 0x9E3779B9u)), r_.index.count()));
+        return v != 0 && r_.lengths.u8(v - 1) == n && same(r_.bytes.p + start(v - 1), s, n) ? v - 1 : no_id;
     }
     // The merge of (left, right): its row (the rank) and result, or row no_id.
     struct merge_rule {
@@ -300,13 +306,16 @@ class tables {
     // the piece index, the byte ids, the merges and their index, the literals
     constexpr status check_lookups() {
         const std::size_t V = V_;
-        if (status s = detail::check_index(r_.index, "tokenizer.index", [&](std::uint32_t v) {
-                if (v > V) return false;
-                const piece_kind k = kind(v - 1);
-                return k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused;
-            });
-            !s)
-            return s;
+        if (r_.index.n % r_.index.width || r_.index.count() == 0 || (r_.index.width != 2 && r_.index.width != 4))
+            return bad("tokenizer.index");
+        for (std::size_t i = 0; i < r_.index.count(); ++i)
+            if (const std::uint32_t v = r_.index.at(i); v != 0) {
+                const piece_kind k = v <= V ? kind(v - 1) : piece_kind::control;
+                if (k != piece_kind::normal && k != piece_kind::user_defined && k != piece_kind::unused)
+                    return bad("tokenizer.index");
+            }
+        if (r_.displacements.width != 2 || r_.displacements.n % 2 || r_.displacements.count() == 0)
+            return bad("tokenizer.displacements");
         if (r_.byte_ids.count() != 256 || r_.byte_ids.n != 256u * r_.byte_ids.width) return bad("tokenizer.byte_ids");
         for (std::size_t b = 0; b < 256; ++b) {
             const std::uint32_t id = r_.byte_ids.at(b);
