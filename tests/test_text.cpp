@@ -392,6 +392,7 @@ namespace {
 // a metadata value changed (the loader's errors).
 struct file_edit {
     std::string drop = {}, retype = {}, add = {}, meta_key = {}, meta_value = {};
+    const ct::safetensors::file<32>* also = nullptr;  // its tensors too (a model's)
 };
 std::vector<std::byte> rebuilt(const loaded& l, const file_edit& e) {
     std::string header = "{\"__metadata__\":{", data;
@@ -406,8 +407,8 @@ std::vector<std::byte> rebuilt(const loaded& l, const file_edit& e) {
         first = false;
     }
     header += "}";
-    auto tensor = [&](const std::string& name, const char* dtype, std::size_t elems, std::string_view bytes) {
-        header += ",\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[" + std::to_string(elems) +
+    auto tensor = [&](const std::string& name, const char* dtype, std::string shape, std::string_view bytes) {
+        header += ",\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[" + shape +
                   "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) + "]}";
         data += bytes;
     };
@@ -423,9 +424,15 @@ std::vector<std::byte> rebuilt(const loaded& l, const file_edit& e) {
                            : t.type == dtype::U16 ? "U16"
                            : t.type == dtype::F32 ? "F32"
                                                   : "U32";
-        tensor(name, type, bytes.size() / w, bytes);
+        tensor(name, type, std::to_string(bytes.size() / w), bytes);
     }
-    if (!e.add.empty()) tensor(e.add, "U8", 1, "x");
+    if (!e.add.empty()) tensor(e.add, "U8", "1", "x");
+    for (std::size_t i = 0; e.also && i < e.also->size(); ++i) {
+        const auto& t = (*e.also)[i];
+        std::string shape;
+        for (std::size_t d = 0; d < t.rank; ++d) shape += (d ? "," : "") + std::to_string(t.shape[d]);
+        tensor(std::string(t.name), "F32", shape, std::string_view(reinterpret_cast<const char*>(e.also->data(t)), t.end - t.begin));
+    }
     header += "}";
     std::string file(8, '\0');
     for (int b = 0; b < 8; ++b) file[static_cast<std::size_t>(b)] = static_cast<char>(static_cast<std::uint64_t>(header.size()) >> (8 * b));
@@ -697,4 +704,29 @@ TEST_CASE("text: generate_text streams the text generate's tokens decode to, up 
     CHECK(ct::generate_text(p, tws, cache, tok, "x", {.sample = {.repetition_penalty = 1.2f, .penalty_last_n = 65}}, collect)
               .tensor_name() == std::string_view("penalty_last_n"));
     CHECK(cache.length(0) == 0);
+}
+
+TEST_CASE("text: a model's file that carries its tokenizer loads both (load_state_dict ignores tokenizer.*)") {
+    using Block = ct::DecoderOnlyBlock<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<16>>;
+    using M = ct::GPT<600, 8, 1, Block>;
+    static M::Params p, q;
+    ct::for_each_tensor(p, [](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, 0.01f * static_cast<float>(i % 97));
+    });
+    static std::byte buf[M::Params::bytes + (1 << 16)];
+    const ct::save_result saved = ct::save_state_dict(p, std::span<std::byte>(buf));
+    REQUIRE(saved.st.ok());
+    ct::safetensors::file<32> model_file;
+    REQUIRE(model_file.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+    const loaded l("sp_bpe_identity");
+    const std::vector<std::byte> both = rebuilt(l, {.also = &model_file});
+    ct::safetensors::file<32> f;
+    REQUIRE(f.parse(both).ok());
+    const ct::status ps = ct::load_state_dict(q, f);
+    CHECK_MESSAGE(ps.ok(), ct::to_string(ps.code) << " " << ps.tensor_name());
+    CHECK(std::memcmp(&p, &q, sizeof p) == 0);
+    ct::tokenizer t;
+    REQUIRE(ct::load_tokenizer(f, t).ok());
+    CHECK(ct::check_tokenizer<M>(t).ok());
+    CHECK(encode(t, "the layer") == encode(l.tok, "the layer"));
 }

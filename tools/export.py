@@ -38,25 +38,24 @@ if __name__ == "__main__" and "--tokenizer" in sys.argv[1:]:  # (tables only: no
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tokenizer_export  # (the safetensors writer, the tokenizer tables)
+
 F = torch.nn.functional
 DT = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
       torch.int64: "I64", torch.int32: "I32", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
 
 
 def save_safetensors(path, tensors, metadata):
-    header, blobs, off = {"__metadata__": metadata}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        b = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
-        header[name] = {"dtype": DT[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        for b in blobs:
-            f.write(b)
+    """torch tensors (and already laid out (dtype, shape, bytes) entries) to one file."""
+    raw = {}
+    for name, t in tensors.items():
+        if isinstance(t, tuple):
+            raw[name] = t
+            continue
+        t = t.detach().contiguous().cpu()
+        raw[name] = (DT[t.dtype], list(t.shape), (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes())
+    tokenizer_export.save(path, raw, metadata)
 
 
 def load_safetensors(path):
@@ -294,7 +293,13 @@ def export(module, path, config=None, name="Model", header=None, weights=None):
     if fmt[1]:
         meta["ctformer.weight_group"] = str(fmt[1])
     meta["ctformer.exporter"] = "tools/export.py"
-    save_safetensors(path, quantize_state(sd, c, *fmt) if fmt[0] != "dense" else sd, meta)
+    state = dict(quantize_state(sd, c, *fmt) if fmt[0] != "dense" else sd)
+    source = getattr(module, "directory", None)  # a Hugging Face directory: its tokenizer too
+    if source and any(os.path.exists(os.path.join(source, n)) for n in ("tokenizer.json", "tokenizer.model")):
+        tensors, tmeta = tokenizer_export.tables(tokenizer_export.read_source(source))
+        state.update(tensors)
+        meta.update(tmeta)
+    save_safetensors(path, state, meta)
     alias = cpp_alias(c, dtype, name, fmt)
     if header:
         with open(header, "w") as f:
@@ -308,6 +313,7 @@ class _HFLlama(torch.nn.Module):
 
     def __init__(self, directory):
         super().__init__()
+        self.directory = directory
         with open(os.path.join(directory, "config.json")) as f:
             self.config = json.load(f)
         st = os.path.join(directory, "model.safetensors")

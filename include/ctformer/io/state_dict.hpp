@@ -214,12 +214,14 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
         ++matched;
     });
     if (!result) return result;
+    // (a model's file may carry its tokenizer, text/load.hpp: "tokenizer.*" is not the params')
+    auto ours = [&](const entry& e) { return f.under(e, prefix) && !(prefix.empty() && f.under(e, "tokenizer.")); };
     std::size_t under_prefix = 0;
     for (std::size_t i = 0; i < f.size(); ++i)
-        if (f.under(f[i], prefix)) ++under_prefix;
+        if (ours(f[i])) ++under_prefix;
     if (under_prefix != matched) {  // some name under the prefix is not a parameter: find it
         for (std::size_t i = 0; i < f.size(); ++i) {
-            if (!f.under(f[i], prefix)) continue;
+            if (!ours(f[i])) continue;
             bool known = false;
             for_each_tensor(params, [&](std::string_view name, const auto& t) {
                 known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
