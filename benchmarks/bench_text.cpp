@@ -2,9 +2,14 @@
 // C++ library (libsentencepiece-dev) on the same model and text, in one binary: the repository's
 // README and docs (~250 KB) encoded whole, and line by line (the prompt case). MB/s of input text,
 // one thread. Models: tests/data/text's BPE (nmt_nfkc, byte fallback) and unigram (nmt_nfkc),
-// examples/data/docs_bpe (identity normalization). Decode: ids back to text, both libraries.
+// examples/data/docs_bpe (identity normalization), and with CTFORMER_TEXT_PEER (a directory with
+// benchmarks/llama_cpp/write_tokenizer.py's llama2_sp.model exported to llama2_sp.safetensors)
+// Llama-2's 32,000 pieces, llama.cpp's peer (bench_tokenize.mjs). Decode: ids back to text.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -52,7 +57,8 @@ struct model {
     ct::safetensors::file<32> index;
     ct::tokenizer tok;
     explicit model(const std::string& name) {
-        const std::string path = std::string(CTFORMER_TEXT_TABLES) + "/" + name + ".safetensors";
+        const std::string path = (name.find('/') == std::string::npos ? std::string(CTFORMER_TEXT_TABLES) + "/" : "") + name +
+                                 ".safetensors";
         ct::status s = file.open(path.c_str());
         if (s) s = index.parse(file.bytes());
         if (s) s = ct::load_tokenizer(index, tok);
@@ -61,10 +67,15 @@ struct model {
 };
 model& tables(const std::string& name) {
     static model bpe("sp_bpe"), uni("sp_unigram"), docs("docs_bpe");
+    if (name == "llama2") {  // (CTFORMER_TEXT_PEER: llama.cpp's peer vocabulary, scripts/bench_report)
+        static model llama2(std::string(std::getenv("CTFORMER_TEXT_PEER")) + "/llama2_sp");
+        return llama2;
+    }
     return name == "sp_bpe" ? bpe : name == "sp_unigram" ? uni : docs;
 }
 #ifdef CTFORMER_HAVE_SENTENCEPIECE
 std::string source(const std::string& name) {
+    if (name == "llama2") return std::string(std::getenv("CTFORMER_TEXT_PEER")) + "/llama2_sp.model";
     return name == "docs_bpe" ? std::string(CTFORMER_SOURCE_DIR) + "/examples/data/docs_bpe.model"
                               : std::string(CTFORMER_SOURCE_DIR) + "/tests/data/text/" + name + ".model";
 }
@@ -146,16 +157,20 @@ void sentencepiece_decode(benchmark::State& st, const std::string& name) {
 }
 #endif
 
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
 int reg = [] {
-    for (const char* m : {"sp_bpe", "sp_unigram", "docs_bpe"}) {
+    std::vector<std::string> names = {"sp_bpe", "sp_unigram", "docs_bpe"};
+    if (std::getenv("CTFORMER_TEXT_PEER")) names.emplace_back("llama2");
+    for (const std::string& m : names) {
         const std::string name = m;
-        benchmark::RegisterBenchmark(("text/encode/" + name + "/ctformer").c_str(), ctformer_encode, name, false);
-        benchmark::RegisterBenchmark(("text/encode_lines/" + name + "/ctformer").c_str(), ctformer_encode, name, true);
-        benchmark::RegisterBenchmark(("text/decode/" + name + "/ctformer").c_str(), ctformer_decode, name);
+        benchmark::RegisterBenchmark(("text/encode/" + name + "/ctformer").c_str(), ctformer_encode, name, false)->ComputeStatistics("min", min_of);
+        benchmark::RegisterBenchmark(("text/encode_lines/" + name + "/ctformer").c_str(), ctformer_encode, name, true)->ComputeStatistics("min", min_of);
+        benchmark::RegisterBenchmark(("text/decode/" + name + "/ctformer").c_str(), ctformer_decode, name)->ComputeStatistics("min", min_of);
 #ifdef CTFORMER_HAVE_SENTENCEPIECE
-        benchmark::RegisterBenchmark(("text/encode/" + name + "/sentencepiece").c_str(), sentencepiece_encode, name, false);
-        benchmark::RegisterBenchmark(("text/encode_lines/" + name + "/sentencepiece").c_str(), sentencepiece_encode, name, true);
-        benchmark::RegisterBenchmark(("text/decode/" + name + "/sentencepiece").c_str(), sentencepiece_decode, name);
+        benchmark::RegisterBenchmark(("text/encode/" + name + "/sentencepiece").c_str(), sentencepiece_encode, name, false)->ComputeStatistics("min", min_of);
+        benchmark::RegisterBenchmark(("text/encode_lines/" + name + "/sentencepiece").c_str(), sentencepiece_encode, name, true)->ComputeStatistics("min", min_of);
+        benchmark::RegisterBenchmark(("text/decode/" + name + "/sentencepiece").c_str(), sentencepiece_decode, name)->ComputeStatistics("min", min_of);
 #endif
     }
     return 0;

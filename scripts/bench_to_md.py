@@ -583,6 +583,28 @@ if blas_rows:
         p("| %s | %.2f µs | %s | %s | %s | %s |" % (n[len("BM_gemm/"):].replace("/", " × "), us(b), f(o), f(d),
                                                 r(o, b), r(d, b)))
     p("")
+text = load(os.environ["TEXT_JSON"])[1] if os.path.exists(os.environ.get("TEXT_JSON", "")) else {}
+if text:
+    lt = json.load(open(os.environ["LLAMACPP_TOKENIZE_JSON"])) if os.path.exists(
+        os.environ.get("LLAMACPP_TOKENIZE_JSON", "")) else {}
+    mbs = lambda n: text[n]["bytes_per_second"] / 1e6 if n in text else None
+    p("## Tokenizers\n")
+    p("`benchmarks/bench_text.cpp`, one thread: the README and docs encoded whole and line by line, "
+      "ctformer's tables against SentencePiece's C++ library (`libsentencepiece-dev`) on the same "
+      "model, in one binary; llama.cpp's tokenizer (node-llama-cpp's `model.tokenize`, Llama-2's "
+      "vocabulary loaded from a GGUF, vocabulary only) timed in the same run.\n")
+    p("| model | text | ctformer MB/s | SentencePiece MB/s | ctformer / SentencePiece | llama.cpp MB/s | ctformer / llama.cpp |")
+    p("|---|---|---|---|---|---|---|")
+    for m in ("sp_bpe", "sp_unigram", "docs_bpe", "llama2"):
+        for kind, key in (("encode", "whole_mb_s"), ("encode_lines", "lines_mb_s")):
+            c, sp = mbs("text/%s/%s/ctformer" % (kind, m)), mbs("text/%s/%s/sentencepiece" % (kind, m))
+            if c is None:
+                continue
+            l = lt.get(key) if m == "llama2" and lt else None
+            p("| %s | %s | %.1f | %s | %s | %s | %s |" % (m, "whole" if kind == "encode" else "lines", c,
+              "%.1f" % sp if sp else "—", "%.2f×" % (c / sp) if sp else "—", "%.2f" % l if l else "—",
+              "%.2f×" % (c / l) if l else "—"))
+    p("")
 p("## Compile time\n")
 p("One translation unit with a base-shape layer's forward (`benchmarks/compile_time_base.cpp`), "
   "`%s -O2 -march=native`: **%.1f s**.\n" % (cxx, compile_s))
