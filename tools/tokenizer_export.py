@@ -392,16 +392,19 @@ def tables(t):
     if t["scores"] is not None:
         out["tokenizer.scores"] = ("F32", [n], struct.pack("<%df" % n, *t["scores"]))
     if t["meta"]["kind"] == "sentencepiece_unigram":
-        # a bit per hash of every proper prefix of a matchable piece: where a text's prefix has no
-        # bit, no longer piece starts with it (the Viterbi pass stops looking)
+        # two bits per hash slot: bit 0, some piece is longer than these bytes and starts with
+        # them; bit 1, these bytes may be a piece. The Viterbi pass looks a piece up only where
+        # bit 1 is set, and stops looking where bit 0 is not.
         prefixes = {k[:i] for k in keys if k is not None for i in range(1, len(k))}
+        full = {k for k in keys if k is not None}
         nbits = 512
-        while nbits < 8 * len(prefixes):
+        while nbits < 8 * (len(prefixes) + len(full)):
             nbits *= 2
-        filt = bytearray(nbits // 8)
-        for p in prefixes:
-            h = fnv1a(p) & (nbits - 1)
-            filt[h >> 3] |= 1 << (h & 7)
+        filt = bytearray(2 * nbits // 8)
+        for group, bit in ((prefixes, 0), (full, 1)):
+            for p in group:
+                b = 2 * (fnv1a(p) & (nbits - 1)) + bit
+                filt[b >> 3] |= 1 << (b & 7)
         out["tokenizer.prefixes"] = ("U8", [len(filt)], bytes(filt))
     if t["merges"]:
         rows = t["merges"]

@@ -17,13 +17,14 @@ struct merge_candidate {
     std::uint32_t key;   // smaller merges first: the rank, or the score mapped to an order
     std::uint32_t left;  // the left symbol's position
     std::uint32_t size;  // the pair's bytes when it was a candidate (stale if they changed)
+    std::uint32_t id;    // the merged piece
 };
 
 // Scratch of a text of up to N bytes.
 struct merge_scratch {
     std::uint32_t* len;     // (N) each symbol's bytes at its first position (0: merged away); frozen bit
     std::int32_t* prev;     // (N) the previous symbol's position, -1 at the start
-    std::uint32_t* id;      // (N) the symbol's id (merge-rank rule)
+    std::uint32_t* id;      // (N) the symbol's id (no_id: not looked up yet)
     merge_candidate* heap;  // (3N) candidates
 };
 
@@ -65,8 +66,9 @@ constexpr merge_candidate heap_pop(merge_candidate* h, std::size_t& n) {
 }  // namespace detail
 
 // Merges the symbols of s[0..n) (len/prev/id set by the caller: one symbol per position with
-// len > 0, each following the previous) until no pair merges. ranked: the merge-rank rule over
-// the symbols' ids; otherwise SentencePiece's rule over the pieces' bytes and scores (ids unset).
+// len > 0, each following the previous) until no pair merges; a merged symbol's id is its piece's.
+// ranked: the merge-rank rule over the symbols' ids; otherwise SentencePiece's rule over the
+// pieces' bytes and scores (the initial symbols' ids may be no_id).
 constexpr void merge_symbols(const tables& t, const char* s, std::size_t n, const merge_scratch& w, bool ranked) {
     using detail::frozen;
     auto L = [&](std::uint32_t p) { return w.len[p] & ~frozen; };
@@ -76,17 +78,17 @@ constexpr void merge_symbols(const tables& t, const char* s, std::size_t n, cons
         const std::uint32_t r = static_cast<std::uint32_t>(l) + L(static_cast<std::uint32_t>(l));
         if (r >= n || (w.len[l] & frozen) || (w.len[r] & frozen)) return;
         const std::uint32_t size = L(static_cast<std::uint32_t>(l)) + L(r);
-        std::uint32_t key;
+        std::uint32_t key, id;
         if (ranked) {
             const auto m = t.merge(w.id[l], w.id[r]);
             if (m.rank == no_id) return;
-            key = m.rank;
+            key = m.rank, id = m.result;
         } else {
-            const std::uint32_t id = t.find(s + l, size);
+            id = t.find(s + l, size);
             if (id == no_id) return;
             key = detail::score_key(t.score(id));
         }
-        detail::heap_push(w.heap, heap_n, {key, static_cast<std::uint32_t>(l), size});
+        detail::heap_push(w.heap, heap_n, {key, static_cast<std::uint32_t>(l), size, id});
     };
     for (std::size_t p = 0; p < n && p + L(static_cast<std::uint32_t>(p)) < n; p += L(static_cast<std::uint32_t>(p)))
         consider(static_cast<std::int32_t>(p));
@@ -96,7 +98,7 @@ constexpr void merge_symbols(const tables& t, const char* s, std::size_t n, cons
         if (ll == 0 || l + ll >= n) continue;
         const std::uint32_t r = l + ll, rl = L(r);
         if (rl == 0 || ll + rl != c.size) continue;  // stale: a side merged since
-        if (ranked) w.id[l] = t.merge(w.id[l], w.id[r]).result;
+        w.id[l] = c.id;
         w.len[l] = ll + rl;
         w.len[r] = 0;
         if (r + rl < n) w.prev[r + rl] = static_cast<std::int32_t>(l);

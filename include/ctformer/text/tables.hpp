@@ -82,7 +82,7 @@ struct raw_tables {
     byte_span charsmap;      // U8: SentencePiece's precompiled character map, as stored
     byte_span literals;      // U32: ids of the literal (added, user-defined) tokens
     byte_span unk_surface;   // U8: what <unk> decodes to (SentencePiece)
-    byte_span prefixes;      // U8 (unigram, optional): a bit per hash of each proper prefix of a piece
+    byte_span prefixes;      // U8 (unigram, optional): two bits per hash: a proper prefix of a piece, a piece
 };
 
 // A metadata entry of tables in a generated header (tools/export.py --tokenizer --header).
@@ -173,11 +173,15 @@ class tables {
     constexpr std::size_t max_piece() const { return max_piece_; }  // bytes of the longest matchable piece
     constexpr float max_score() const { return max_score_; }
     constexpr std::uint32_t byte_id(unsigned char b) const { return r_.byte_ids.at(b); }
-    // Whether some piece may be longer than the bytes whose hash is h (false: none is; no filter: true).
-    constexpr bool may_extend(std::uint32_t h) const {
-        if (r_.prefixes.empty()) return true;
-        const std::uint32_t bit = h & static_cast<std::uint32_t>(8 * r_.prefixes.n - 1);
-        return (r_.prefixes.u8(bit >> 3) >> (bit & 7)) & 1;
+    // No piece holds "▁" after anything but "▁" (SentencePiece's split_by_whitespace): no merge
+    // joins a symbol to a following one that starts with "▁" unless the first ends with it.
+    constexpr bool splits_at_words() const { return splits_at_words_; }
+    // The unigram filter's two bits for the bytes whose hash is h: bit 0, some piece may be longer
+    // and start with them; bit 1, they may be a piece (no filter: both).
+    constexpr unsigned prefix_bits(std::uint32_t h) const {
+        if (r_.prefixes.empty()) return 3;
+        const std::uint32_t slot = h & static_cast<std::uint32_t>(4 * r_.prefixes.n - 1);
+        return (r_.prefixes.u8(slot >> 2) >> (2 * (slot & 3))) & 3;
     }
     constexpr std::string_view unk_surface() const { return {r_.unk_surface.p, r_.unk_surface.n}; }
 
@@ -353,8 +357,15 @@ class tables {
     constexpr void summarize() {
         min_score_ = 3.40282347e38f;
         max_score_ = 1.17549435e-38f;
+        splits_at_words_ = c_.escape_whitespaces && c_.kind != tokenizer_kind::byte_level_bpe;
+        constexpr std::string_view ws = "\xE2\x96\x81";
         for (std::uint32_t i = 0; i < V_; ++i) {
             const piece_kind k = kind(i);
+            if (k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused) {
+                const std::string_view p = piece(i);
+                for (std::size_t at = p.find(ws, 1); at != std::string_view::npos && splits_at_words_; at = p.find(ws, at + 1))
+                    splits_at_words_ = at >= 3 && std::string_view(p.data() + at - 3, 3) == ws;
+            }
             if ((k == piece_kind::normal || k == piece_kind::user_defined || k == piece_kind::unused) &&
                 r_.lengths.u8(i) > max_piece_)
                 max_piece_ = r_.lengths.u8(i);
@@ -383,6 +394,7 @@ class tables {
     std::size_t V_ = 0, M_ = 0, trie_units_ = 0, max_piece_ = 0;
     float min_score_ = 0, max_score_ = 0;
     std::uint32_t ascii_rules_[4] = {};
+    bool splits_at_words_ = false;
 };
 
 }  // namespace ctformer::text

@@ -187,10 +187,34 @@ class tokenizer {
         auto& w = ws.bpe;
         const text::tokenizer_config& c = t_.config();
         const bool bytes = c.kind == kind_type::byte_level_bpe;
-        std::int32_t last = -1;
+        // Where no piece holds "▁" after other text (tables::splits_at_words), a symbol that starts
+        // with "▁" after one that does not end with it begins a run no merge crosses: the runs merge
+        // alone (small heaps, in cache) with the same result.
+        const bool split = !bytes && t_.splits_at_words();
+        std::size_t seg = 0;
+        std::int32_t last = -1;  // (relative to seg)
+        bool prev_space = true;
+        auto flush = [&](std::size_t end) {
+            text::merge_symbols(t_, s + seg, end - seg, {w.len + seg, w.prev + seg, w.id + seg, w.heap}, ranked);
+            for (std::size_t p = seg; p < end;) {
+                const std::uint32_t l = w.len[p] & ~text::detail::frozen;
+                const std::uint32_t id = w.id[p] != text::no_id || ranked ? w.id[p] : t_.find(s + p, l);
+                if (!(id == text::no_id ? put_unknown(out, {s + p, l}) : put_known(out, id))) return false;
+                p += l;
+            }
+            seg = end, last = -1;
+            return true;
+        };
         auto symbol = [&](std::size_t p, std::uint32_t len, std::uint32_t id) {
+            const bool frozen = len & text::detail::frozen;
+            if (split && p > seg && !frozen && !prev_space &&
+                std::string_view(s + p, n - p).starts_with(text::space_symbol) && !flush(p))
+                return false;
+            const std::size_t l = len & ~text::detail::frozen;
             w.len[p] = len, w.prev[p] = last, w.id[p] = id;
-            last = static_cast<std::int32_t>(p);
+            last = static_cast<std::int32_t>(p - seg);
+            prev_space = !frozen && l >= 3 && std::string_view(s + p + l - 3, 3) == text::space_symbol;
+            return true;
         };
         for (std::size_t p = 0; p < n;) {
             if (bytes) {
@@ -199,27 +223,22 @@ class tokenizer {
             } else if (!ranked) {  // SentencePiece: characters, user-defined pieces frozen
                 const auto m = t_.has_literals() ? t_.literal_at(s + p, n - p) : text::tables::literal_match{};
                 const std::size_t l = m.len ? m.len : text::utf8::announced_length(s + p, n - p);
-                symbol(p, static_cast<std::uint32_t>(l) | (m.len ? text::detail::frozen : 0u), text::no_id);
+                if (!symbol(p, static_cast<std::uint32_t>(l) | (m.len ? text::detail::frozen : 0u), m.len ? m.id : text::no_id))
+                    return false;
                 p += l;
             } else {  // merge ranks: characters in the vocabulary, the others as bytes (or unknown)
                 const std::size_t l = text::utf8::decode(s + p, n - p).len;
                 const std::uint32_t id = t_.find(s + p, l);
                 if (id != text::no_id || !c.byte_fallback) {
-                    symbol(p, static_cast<std::uint32_t>(l), id);
+                    if (!symbol(p, static_cast<std::uint32_t>(l), id)) return false;
                 } else {
-                    for (std::size_t i = 0; i < l; ++i) symbol(p + i, 1, t_.byte_id(static_cast<unsigned char>(s[p + i])));
+                    for (std::size_t i = 0; i < l; ++i)
+                        if (!symbol(p + i, 1, t_.byte_id(static_cast<unsigned char>(s[p + i])))) return false;
                 }
                 p += l;
             }
         }
-        text::merge_symbols(t_, s, n, {w.len, w.prev, w.id, w.heap}, ranked);
-        for (std::size_t p = 0; p < n;) {
-            const std::uint32_t l = w.len[p] & ~text::detail::frozen;
-            const std::uint32_t id = ranked ? w.id[p] : t_.find(s + p, l);
-            if (!(id == text::no_id ? put_unknown(out, {s + p, l}) : put_known(out, id))) return false;
-            p += l;
-        }
-        return true;
+        return flush(n);
     }
 
     text::tables t_{};

@@ -33,8 +33,9 @@ constexpr std::size_t unigram_segment(const tables& t, const char* s, std::size_
             h = (h ^ static_cast<std::uint8_t>(s[to])) * 0x01000193u;
             ++to;
             const std::size_t length = to - from;
-            const std::uint32_t id = t.find_hashed(h, s + from, length);
-            const bool more = length < t.max_piece() && t.may_extend(h);
+            const unsigned bits = t.prefix_bits(h);
+            const std::uint32_t id = bits & 2 ? t.find_hashed(h, s + from, length) : no_id;
+            const bool more = length < t.max_piece() && (bits & 1);
             if (id == no_id || t.kind(id) == piece_kind::unused) {
                 if (!more) break;
                 continue;
