@@ -738,7 +738,9 @@ TEST_CASE("text: decode(encode(text)) is the text where the tokenizer is lossles
 #ifdef CTFORMER_TEXT_REFS
     names.emplace_back("gpt2", true);
 #endif
-    for (const auto& [name, bytes] : names) {
+    for (const auto& entry : names) {
+        const std::string& name = entry.first;  // (no structured binding: clang 14 cannot capture one)
+        const bool bytes = entry.second;
         const loaded l(name);
         std::size_t checked = 0;
         for (const std::string& text : expected().texts) {
