@@ -57,7 +57,7 @@ struct rng {  // xorshift64*
 };
 
 int main(int argc, char** argv) {
-    double seconds = 60, max_loss = 0;
+    double seconds = 30, max_loss = 0;
     std::size_t max_steps = 1000000, n_new = 80;
     std::string prompt = "The tokenizer";
     for (int i = 1; i + 1 < argc; i += 2) {
