@@ -55,7 +55,7 @@ class tokenizer {
 
     // Scratch of encode for a text whose normalized form has up to MaxBytes bytes (SentencePiece:
     // each space is 3 bytes, "▁"; a character map may lengthen a character). Its bytes are
-    // ~53·MaxBytes.
+    // ~65·MaxBytes.
     template <std::size_t MaxBytes> struct Workspace : sized_role<Workspace<MaxBytes>> {
         static_assert(MaxBytes > 0 && MaxBytes < 0x7FFFFFFF, "ctformer: a tokenizer workspace of 1 .. 2^31 bytes");
         static constexpr std::size_t capacity = MaxBytes;
