@@ -231,3 +231,112 @@ TEST_CASE("quant: the configuration: a dense export loads into any format, a qua
     static_assert(sizeof(CrossQ<ct::int8_per_channel>::Params) * 3 < sizeof(CrossDense::Params) * 2,
                   "int8 params are well under the float ones");
 }
+
+// ---- #60's defects of the quantized loaders, each a regression case ----
+namespace {
+template <class LQ> std::vector<std::byte> stored_file(typename LQ::Params& q) {
+    test::File file("post_relu_nomask");
+    file.load(q, "params.");
+    std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
+    REQUIRE(ct::save_state_dict(q, buf).st.ok());
+    return buf;
+}
+// the bytes of tensor name in buf (a parsed copy finds it)
+std::byte* tensor_bytes(std::vector<std::byte>& buf, std::string_view name) {
+    ct::safetensors::file<128> f;
+    REQUIRE(f.parse(buf).ok());
+    const auto* e = f.find(name);
+    REQUIRE(e);
+    return buf.data() + (f.data(*e) - buf.data());
+}
+}  // namespace
+
+TEST_CASE("quant: stored bf16 weights obey reject_non_finite and max_abs, as float files do") {
+    using LQ = CrossQ<ct::bf16>;
+    static LQ::Params q, r;
+    std::vector<std::byte> buf = stored_file<LQ>(q);
+    std::memcpy(&r, &q, sizeof q);
+    const std::uint16_t nan_bits = 0x7fc0, minus_inf = 0xff80, big = 0x4780;  // NaN, -inf, 65536
+    std::byte* w = tensor_bytes(buf, "linear1.weight");
+    std::memcpy(w + 6, &nan_bits, 2);
+    std::memcpy(w + 10, &minus_inf, 2);
+    ct::status st = ct::load_state_dict(r, std::span<const std::byte>(buf), "", {.reject_non_finite = true});
+    CHECK(st.code == ct::errc::non_finite);
+    CHECK(st.tensor_name() == "linear1.weight");
+    std::memcpy(w + 6, &big, 2);
+    std::memcpy(w + 10, &big, 2);
+    st = ct::load_state_dict(r, std::span<const std::byte>(buf), "", {.max_abs = 1000});
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(std::memcmp(&q, &r, sizeof q) == 0);
+}
+
+TEST_CASE("quant: stored int8 scales whose product overflows float, or above max_abs, are value_out_of_range") {
+    using LQ = CrossQ<ct::int8_per_channel>;
+    static LQ::Params q, r;
+    std::vector<std::byte> buf = stored_file<LQ>(q);
+    std::memcpy(&r, &q, sizeof q);
+    std::byte* s = tensor_bytes(buf, "linear2.weight_scale");
+    const float huge = 3e38f;  // (x 127: inf)
+    std::memcpy(s, &huge, 4);
+    ct::status st = ct::load_state_dict(r, std::span<const std::byte>(buf));
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(st.tensor_name() == "linear2.weight_scale");
+    const float moderate = 100.0f;  // 100 x 127 > 1000
+    std::memcpy(s, &moderate, 4);
+    CHECK(ct::load_state_dict(r, std::span<const std::byte>(buf)).ok());
+    std::memcpy(&r, &q, sizeof q);
+    st = ct::load_state_dict(r, std::span<const std::byte>(buf), "", {.max_abs = 1000});
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(std::memcmp(&q, &r, sizeof q) == 0);
+}
+
+TEST_CASE("quant: a stored int8 value of -128 (outside [-127, 127]) is value_out_of_range, nothing written") {
+    using LQ = CrossQ<ct::int8_per_channel>;
+    static LQ::Params q, r;
+    std::vector<std::byte> buf = stored_file<LQ>(q);
+    std::memcpy(&r, &q, sizeof q);
+    tensor_bytes(buf, "linear1.weight")[3] = std::byte{0x80};
+    const ct::status st = ct::load_state_dict(r, std::span<const std::byte>(buf));
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(st.tensor_name() == "linear1.weight");
+    CHECK(std::memcmp(&q, &r, sizeof q) == 0);
+}
+
+TEST_CASE("quant: a stray <name>_scale beside a float or bf16 weight is unexpected_tensor") {
+    // a float file with a stray scale, into an int8 type (quantized at load) and into a bf16 type
+    static CrossQ<ct::int8_per_channel>::Params q8;
+    static CrossQ<ct::bf16>::Params qb;
+    static CrossQ<ct::int8_per_channel>::Params stored;
+    std::vector<std::byte> with_scale = stored_file<CrossQ<ct::int8_per_channel>>(stored);
+    // the float file: the fixture's layer saved as float
+    using LF = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;
+    static LF::Params fl;
+    test::File("post_relu_nomask").load(fl, "params.");
+    std::vector<std::byte> dense(ct::save_state_dict(fl, {}).bytes);
+    REQUIRE(ct::save_state_dict(fl, dense).st.ok());
+    // add linear2.weight_scale (from the stored file) to the dense file: rebuild its header
+    ct::safetensors::file<128> a, b;
+    REQUIRE(a.parse(dense).ok());
+    REQUIRE(b.parse(with_scale).ok());
+    std::string h = "{", data;
+    auto add = [&](const ct::safetensors::file<128>& f, const ct::safetensors::entry& e) {
+        h += (h.size() > 1 ? ",\"" : "\"") + std::string(e.name) + "\":{\"dtype\":\"" +
+             std::string(ct::safetensors::dtype_names[static_cast<std::size_t>(e.type)]) + "\",\"shape\":[";
+        for (std::size_t d = 0; d < e.rank; ++d) h += (d ? "," : "") + std::to_string(e.shape[d]);
+        h += "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + (e.end - e.begin)) + "]}";
+        data.append(reinterpret_cast<const char*>(f.data(e)), e.end - e.begin);
+    };
+    for (std::size_t i = 0; i < a.size(); ++i) add(a, a[i]);
+    add(b, *b.find("linear2.weight_scale"));
+    h += "}";
+    std::vector<std::byte> file(8 + h.size() + data.size());
+    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = std::byte((h.size() >> (8 * i)) & 0xff);
+    std::memcpy(file.data() + 8, h.data(), h.size());
+    std::memcpy(file.data() + 8 + h.size(), data.data(), data.size());
+    ct::status st = ct::load_state_dict(q8, std::span<const std::byte>(file));
+    CHECK(st.code == ct::errc::unexpected_tensor);
+    CHECK(st.tensor_name() == "linear2.weight_scale");
+    st = ct::load_state_dict(qb, std::span<const std::byte>(file));
+    CHECK(st.code == ct::errc::unexpected_tensor);
+    CHECK(st.tensor_name() == "linear2.weight_scale");
+}

@@ -289,3 +289,64 @@ TEST_CASE("safetensors: values that do not fit are errors; non-finite and range 
 TEST_CASE("safetensors: the convenience overload's stack index size is what docs/weights.md says") {
     if constexpr (sizeof(void*) == 8) CHECK(sizeof(ct::safetensors::file<128>) == 13352);
 }
+
+// ---- #60's defects of the loaders, each a regression case ----
+namespace {
+// A file of one tensor: name, dtype, shape, raw bytes.
+std::vector<std::byte> one_tensor(const std::string& name, const std::string& dtype, std::vector<std::size_t> shape,
+                                  const std::vector<unsigned char>& data) {
+    std::string h = "{\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":[";
+    for (std::size_t i = 0; i < shape.size(); ++i) h += (i ? "," : "") + std::to_string(shape[i]);
+    h += "],\"data_offsets\":[0," + std::to_string(data.size()) + "]}}";
+    std::vector<std::byte> out(8 + h.size() + data.size());
+    for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = std::byte((h.size() >> (8 * i)) & 0xff);
+    std::memcpy(out.data() + 8, h.data(), h.size());
+    std::memcpy(out.data() + 8 + h.size(), data.data(), data.size());
+    return out;
+}
+}  // namespace
+
+TEST_CASE("safetensors: an I64 or I32 value below zero into an unsigned tensor is value_out_of_range, nothing written") {
+    ct::Tensor<std::uint64_t, 2> u64;
+    ct::Tensor<std::uint32_t, 2> u32;
+    u64.storage[0] = u64.storage[1] = 7;
+    u32.storage[0] = u32.storage[1] = 7;
+    const std::vector<unsigned char> minus_one_i64 = {1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    const std::vector<unsigned char> minus_one_i32 = {1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    const auto f64 = one_tensor("ids", "I64", {2}, minus_one_i64), f32 = one_tensor("ids", "I32", {2}, minus_one_i32);
+    ct::safetensors::file<4> f;
+    REQUIRE(f.parse(f64).ok());
+    CHECK(ct::read_tensor(f, "ids", u64).code == ct::errc::value_out_of_range);
+    CHECK(ct::read_tensor(f, "ids", u32).code == ct::errc::value_out_of_range);
+    REQUIRE(f.parse(f32).ok());
+    CHECK(ct::read_tensor(f, "ids", u32).code == ct::errc::value_out_of_range);
+    CHECK((u64.storage[1] == 7 && u32.storage[1] == 7));
+    // and in range: loads
+    const auto ok = one_tensor("ids", "I64", {2}, {1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0});
+    REQUIRE(f.parse(ok).ok());
+    REQUIRE(ct::read_tensor(f, "ids", u64).ok());
+    CHECK((u64.storage[0] == 1 && u64.storage[1] == 2));
+}
+
+TEST_CASE("safetensors: read_file of a directory is io_error naming the path") {
+    static std::byte storage[1 << 16];
+    const ct::file_read r = ct::read_file(CTFORMER_TEST_DATA, storage);
+    CHECK(r.st.code == ct::errc::io_error);
+    CHECK(std::string(r.st.tensor_name()).starts_with(CTFORMER_TEST_DATA));
+}
+
+TEST_CASE("safetensors: an index re-parsed from a buffer that fails keeps no view of that buffer") {
+    ct::safetensors::file<8> f;
+    const auto good = one_tensor("x", "F32", {1}, {0, 0, 0x80, 0x3f});
+    REQUIRE(f.parse(good).ok());
+    {
+        // a header with metadata, then a bad tensor: parse fails after it saw the metadata
+        std::string h = "{\"__metadata__\":{\"ctformer.kind\":\"gpt\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+        std::vector<std::byte> bad(8 + h.size() + 4);
+        for (int i = 0; i < 8; ++i) bad[static_cast<std::size_t>(i)] = std::byte((h.size() >> (8 * i)) & 0xff);
+        std::memcpy(bad.data() + 8, h.data(), h.size());
+        CHECK(!f.parse(bad).ok());
+    }  // (bad is freed here)
+    CHECK(f.size() == 0);
+    CHECK(f.metadata("ctformer.kind").empty());  // (ASan: no read of the freed buffer)
+}

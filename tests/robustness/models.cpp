@@ -293,6 +293,47 @@ TEST_CASE("model robustness: a checkpoint's step counter must be a non-negative 
     CHECK(st.code == ct::errc::value_out_of_range);
     CHECK(st.tensor_name() == "optimizer.exp_avg_sq.wte.weight");
     CHECK(std::memcmp(&fresh_p, &zero_p, sizeof p) == 0);
+    // the same moment stored as BF16 or F16 (a checkpoint converted by other tools): refused too
+    for (const char* type : {"BF16", "F16"}) {
+        ct::safetensors::file<256> g;
+        REQUIRE(g.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
+        std::string h = "{", data;
+        for (std::size_t i = 0; i < g.size(); ++i) {
+            const auto& e = g[i];
+            const bool narrow = e.name == "optimizer.exp_avg_sq.wte.weight";
+            h += (i ? ",\"" : "\"") + std::string(e.name) + "\":{\"dtype\":\"" +
+                 (narrow ? std::string(type) : std::string(ct::safetensors::dtype_names[static_cast<std::size_t>(e.type)])) +
+                 "\",\"shape\":[";
+            for (std::size_t d = 0; d < e.rank; ++d) h += (d ? "," : "") + std::to_string(e.shape[d]);
+            const std::size_t bytes = narrow ? (e.end - e.begin) / 2 : e.end - e.begin;
+            h += "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + bytes) + "]}";
+            const char* src = reinterpret_cast<const char*>(g.data(e));
+            if (!narrow) {
+                data.append(src, bytes);
+                continue;
+            }
+            for (std::size_t k = 0; k < bytes / 2; ++k) {  // float -> BF16 (upper half) or F16 (the values are small)
+                float v;
+                std::memcpy(&v, src + 4 * k, 4);
+                std::uint32_t u;
+                std::memcpy(&u, &v, 4);
+                std::uint16_t x = static_cast<std::uint16_t>(u >> 16);
+                if (std::string_view(type) == "F16") x = v == 0 ? 0 : v == -1.0f ? 0xBC00 : 0x3C00;  // (0, -1 or 1)
+                data.append(reinterpret_cast<const char*>(&x), 2);
+            }
+        }
+        h += "}";
+        static std::byte rebuilt[1 << 19];
+        for (std::size_t i = 0; i < 8; ++i) rebuilt[i] = std::byte((h.size() >> (8 * i)) & 0xff);
+        std::memcpy(rebuilt + 8, h.data(), h.size());
+        std::memcpy(rebuilt + 8 + h.size(), data.data(), data.size());
+        REQUIRE(g.parse(std::span<const std::byte>(rebuilt, 8 + h.size() + data.size())).ok());
+        const ct::status sn = ct::load_checkpoint(g, fresh_p, fresh_opt);
+        INFO("exp_avg_sq as " << type);
+        CHECK(sn.code == ct::errc::value_out_of_range);
+        CHECK(sn.tensor_name() == "optimizer.exp_avg_sq.wte.weight");
+        CHECK(std::memcmp(&fresh_p, &zero_p, sizeof p) == 0);
+    }
     // and a step counter set by hand is checked by step: nothing written
     opt.exp_avg_sq.tok_embeddings.weight.storage[5] = 0;
     static Gpt::Grads g;

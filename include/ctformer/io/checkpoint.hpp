@@ -29,7 +29,8 @@ status load_checkpoint(const safetensors::file<Cap>& f, P& params, Opt& opt) {
         status st;
         for_each_tensor(opt.exp_avg_sq, [&](std::string_view name, const auto&) {
             const safetensors::entry* e = st ? f.find("optimizer.exp_avg_sq.", name) : nullptr;
-            if (!e || (e->type != safetensors::dtype::F32 && e->type != safetensors::dtype::F64)) return;
+            using D = safetensors::dtype;  // (every float dtype the loader converts)
+            if (!e || (e->type != D::F32 && e->type != D::F64 && e->type != D::F16 && e->type != D::BF16)) return;
             for (std::size_t i = 0; i < e->numel(); ++i)
                 if (f.template element<double>(*e, i) < 0) {
                     st = status::error(errc::value_out_of_range, "optimizer.exp_avg_sq.", name);

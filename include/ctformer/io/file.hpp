@@ -33,6 +33,13 @@ struct file_read {
 inline file_read read_file(const char* path, std::span<std::byte> storage) {
     std::FILE* f = std::fopen(path, "rb");
     if (!f) return {status::error(errc::io_error, path, ": cannot open"), {}};
+#ifdef CTFORMER_HAVE_MMAP
+    struct stat info {};
+    if (fstat(fileno(f), &info) != 0 || !S_ISREG(info.st_mode)) {  // (a directory opens, and sizes as LONG_MAX)
+        std::fclose(f);
+        return {status::error(errc::io_error, path, ": not a regular file"), {}};
+    }
+#endif
     long size = -1;
     if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
     if (size < 0 || std::fseek(f, 0, SEEK_SET) != 0) {

@@ -66,46 +66,12 @@ struct entry {
 // can live in static storage; it points into the caller's bytes, which must outlive it.
 template <std::size_t Capacity = 128> class file {
   public:
+    // On error the index is empty: it keeps no view of bytes (its metadata included), which the
+    // caller may free.
     status parse(std::span<const std::byte> bytes) {
-        count_ = 0;
-        data_ = nullptr;
-        data_size_ = 0;
-        metadata_ = {};
-        if (bytes.size() < 8) return status::error(errc::truncated);
-        std::uint64_t n = 0;
-        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
-        if (n > bytes.size() - 8) return status::error(errc::truncated);
-        const char* h = reinterpret_cast<const char*>(bytes.data() + 8);
-        detail::json js{h, h + n};
-        std::size_t count = 0;
-        status st = parse_header(js, count);
-        if (!st) return st;
-        const std::uint64_t data_size = bytes.size() - 8 - n;
-        std::uint64_t covered = 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            const entry& e = entries_[i];
-            const std::uint64_t numel = e.numel();
-            if (e.begin > e.end || e.end - e.begin != numel * dtype_size(e.type))  // numel <= 2^56: no overflow
-                return status::error(errc::bad_offsets, e.name);
-            if (e.end > data_size) return status::error(errc::truncated, e.name);
-            bool follows = e.begin == 0;  // starts the data section or where another tensor ends
-            for (std::size_t j = 0; j < count; ++j) {
-                const entry& o = entries_[j];
-                if (j < i && detail::decoded_equal(o.name, o.escaped, e.name, e.escaped))
-                    return status::error(errc::duplicate_tensor, e.name);
-                if (j < i && e.begin < o.end && o.begin < e.end) return status::error(errc::overlapping_data, e.name);
-                follows = follows || (j != i && o.end == e.begin);
-            }
-            if (!follows) return status::error(errc::bad_offsets, e.name);  // a gap before it
-            covered += e.end - e.begin;
-        }
-        // Disjoint, gap-free tensors that cover the data section exactly, as the reference
-        // implementation requires: trailing bytes are an error too.
-        if (covered != data_size) return status::error(errc::bad_offsets);
-        count_ = count;
-        data_ = bytes.data() + 8 + n;
-        data_size_ = data_size;
-        return {};
+        const status st = parse_into(bytes);
+        if (!st) count_ = 0, data_ = nullptr, data_size_ = 0, metadata_ = {};
+        return st;
     }
 
     std::size_t size() const { return count_; }
@@ -156,6 +122,44 @@ template <std::size_t Capacity = 128> class file {
     }
 
   private:
+    status parse_into(std::span<const std::byte> bytes) {
+        count_ = 0, data_ = nullptr, data_size_ = 0, metadata_ = {};
+        if (bytes.size() < 8) return status::error(errc::truncated);
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
+        if (n > bytes.size() - 8) return status::error(errc::truncated);
+        const char* h = reinterpret_cast<const char*>(bytes.data() + 8);
+        detail::json js{h, h + n};
+        std::size_t count = 0;
+        status st = parse_header(js, count);
+        if (!st) return st;
+        const std::uint64_t data_size = bytes.size() - 8 - n;
+        std::uint64_t covered = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const entry& e = entries_[i];
+            const std::uint64_t numel = e.numel();
+            if (e.begin > e.end || e.end - e.begin != numel * dtype_size(e.type))  // numel <= 2^56: no overflow
+                return status::error(errc::bad_offsets, e.name);
+            if (e.end > data_size) return status::error(errc::truncated, e.name);
+            bool follows = e.begin == 0;  // starts the data section or where another tensor ends
+            for (std::size_t j = 0; j < count; ++j) {
+                const entry& o = entries_[j];
+                if (j < i && detail::decoded_equal(o.name, o.escaped, e.name, e.escaped))
+                    return status::error(errc::duplicate_tensor, e.name);
+                if (j < i && e.begin < o.end && o.begin < e.end) return status::error(errc::overlapping_data, e.name);
+                follows = follows || (j != i && o.end == e.begin);
+            }
+            if (!follows) return status::error(errc::bad_offsets, e.name);  // a gap before it
+            covered += e.end - e.begin;
+        }
+        // Disjoint, gap-free tensors that cover the data section exactly, as the reference
+        // implementation requires: trailing bytes are an error too.
+        if (covered != data_size) return status::error(errc::bad_offsets);
+        count_ = count;
+        data_ = bytes.data() + 8 + n;
+        data_size_ = data_size;
+        return {};
+    }
     status parse_header(detail::json& js, std::size_t& count) {
         if (!js.expect('{')) return status::error(errc::malformed_header);
         if (js.eat('}')) return js.ws(), js.p == js.end ? status{} : status::error(errc::malformed_header);

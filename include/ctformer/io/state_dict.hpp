@@ -88,11 +88,16 @@ status check_shaped(const file<Cap>& f, const entry* e, std::string_view prefix,
         return status::error(errc::wrong_dtype, t.view());
     }
     if (status st = check_shape(t, *e, rank, shape); !st) return st;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {  // I64 ids into 32 bits
-        for (std::size_t i = 0; e->type == dtype::I64 && sizeof(T) < 8 && i < size; ++i) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {  // I64 ids into 32 bits, negatives into unsigned
+        const bool can_fail = std::is_unsigned_v<T> || sizeof(T) < dtype_size(e->type);
+        for (std::size_t i = 0; can_fail && i < size; ++i) {
             const auto v = f.template element<std::int64_t>(*e, i);
-            if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
-                return status::error(errc::value_out_of_range, t.view());
+            bool fits;
+            if constexpr (std::is_unsigned_v<T>)
+                fits = v >= 0 && static_cast<std::uint64_t>(v) <= std::numeric_limits<T>::max();
+            else
+                fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+            if (!fits) return status::error(errc::value_out_of_range, t.view());
         }
     } else if constexpr (!std::is_same_v<T, bool>) {
         // values need a pass only when they could fail: F64 into float, or an option asks
@@ -123,11 +128,18 @@ template <class T, std::size_t Cap>
                                      const tensor_ref<const T>& t, const load_options& opt) {
     return check_shaped<T>(f, f.find(prefix, name), prefix, name, t.rank, t.shape, t.size, opt);
 }
-// A pre-quantized weight (quantized.hpp): N in X's packed dtype and shape, N_scale F32 of its shape
-// with finite values.
+// A pre-quantized weight (quantized.hpp): N in X's packed dtype and shape, N_scale F32 of its shape.
+// Values as the float path checks them: int8 within [-127, 127] (the kernels' range); each scale
+// finite and |scale|·max|q| a finite float (max|q|: 127, or 8 for int4); bf16 values and that bound
+// against opt (reject_non_finite, max_abs).
 template <class X, std::size_t Cap>
-status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name) {
+status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name, const load_options& opt) {
     using Q = quant_layout<X>;
+    auto fail = [&](errc code, std::string_view n) {
+        text t;
+        t << prefix << n;
+        return status::error(code, t.view());
+    };
     auto check = [&](std::string_view n, dtype type, std::size_t rank, const std::size_t* shape) {
         text t;
         t << prefix << n;
@@ -140,17 +152,29 @@ status check_prequantized(const file<Cap>& f, std::string_view prefix, std::stri
         return check_shape(t, *e, rank, shape);
     };
     if (status st = check(name, Q::packed, 2, Q::packed_shape.data()); !st) return st;
+    const entry& w = *f.find(prefix, name);
+    if constexpr (std::is_same_v<typename X::format, bf16>) {
+        if (opt.reject_non_finite || opt.max_abs > 0)
+            for (std::size_t i = 0; i < Q::Out * Q::In; ++i) {
+                const double v = f.template element<double>(w, i);
+                if (v - v != 0 && opt.reject_non_finite) return fail(errc::non_finite, name);
+                if (v - v == 0 && opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))
+                    return fail(errc::value_out_of_range, name);
+            }
+    } else if constexpr (!Q::int4) {
+        for (std::size_t i = 0; i < Q::packed_bytes; ++i)
+            if (std::to_integer<std::uint8_t>(f.data(w)[i]) == 0x80) return fail(errc::value_out_of_range, name);  // -128
+    }
     if constexpr (Q::scaled) {
         const scale_name sn(name);
         if (status st = check(sn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
+        const double qmax = Q::int4 ? 8.0 : 127.0;
         for (std::size_t i = 0; i < Q::scale_size; ++i) {
-            const float v = f.template element<float>(e, i);
-            if (v - v != 0) {
-                text t;
-                t << prefix << sn.view();
-                return status::error(errc::non_finite, t.view());
-            }
+            const double v = f.template element<float>(e, i), bound = (v < 0 ? -v : v) * qmax;
+            if (v - v != 0) return fail(errc::non_finite, sn.view());
+            if (bound > double(std::numeric_limits<float>::max()) || (opt.max_abs > 0 && bound > opt.max_abs))
+                return fail(errc::value_out_of_range, sn.view());
         }
     }
     return {};
@@ -201,7 +225,7 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
         using X = std::remove_cvref_t<decltype(t)>;
         if constexpr (is_quantized_weight_v<X>) {
             if (prequantized<X>(f, prefix, name)) {  // read as stored (and its scales)
-                result = check_prequantized<X>(f, prefix, name);
+                result = check_prequantized<X>(f, prefix, name, opt);
                 matched += quant_layout<X>::scaled;
             } else {  // quantized at load: from finite values only
                 load_options strict = opt;
@@ -225,8 +249,10 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
             bool known = false;
             for_each_tensor(params, [&](std::string_view name, const auto& t) {
                 known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
-                if constexpr (is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>)  // its scales
-                    known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name).view(), true);
+                using X = std::remove_cvref_t<decltype(t)>;
+                if constexpr (is_quantized_weight_v<X>)  // its scales, when it is stored quantized and has them
+                    if (quant_layout<X>::scaled && prequantized<X>(f, prefix, name))
+                        known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name).view(), true);
             });
             if (!known) return status::error(errc::unexpected_tensor, f[i].name);
         }
