@@ -282,3 +282,14 @@ TEST_CASE("gguf: malformed fields are errors naming them") {
     bytes[0] = std::byte{'X'};
     CHECK(gf.parse(bytes).code == ct::errc::malformed_header);
 }
+
+TEST_CASE("gguf: a file without tensors may end before the data section's padding (llama.cpp reads such files)") {
+    writer w;
+    w.string("general.architecture", "llama").scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, 1);
+    std::vector<std::byte> bytes = w.bytes();
+    const std::size_t unpadded = 24 + w.kvs.size() + w.infos.size();  // (magic, version, two counts, then the keys)
+    REQUIRE(unpadded % 32 != 0);
+    bytes.resize(unpadded);
+    REQUIRE(gf.parse(bytes).ok());
+    CHECK((gf.keys() == 2 && gf.tensors() == 0));
+}

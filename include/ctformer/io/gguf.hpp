@@ -228,8 +228,11 @@ template <std::size_t Keys = 64, std::size_t Tensors = 512> class file {
         for (std::uint64_t i = 0; i < n_tensors; ++i)
             if (status st = parse_tensor(c); !st) return st;
         const std::size_t head = static_cast<std::size_t>(c.p - bytes.data());
-        const std::size_t start = (head + alignment_ - 1) / alignment_ * alignment_;
-        if (start > bytes.size()) return status::error(errc::truncated, "GGUF data section");
+        std::size_t start = (head + alignment_ - 1) / alignment_ * alignment_;
+        if (start > bytes.size()) {  // (a file without tensors may end before the padding, as llama.cpp accepts)
+            if (n_tensors_) return status::error(errc::truncated, "GGUF data section");
+            start = bytes.size();
+        }
         const std::uint64_t size = bytes.size() - start;
         for (std::size_t i = 0; i < n_tensors_; ++i) {
             const tensor_info& t = tensors_[i];
