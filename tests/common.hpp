@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -58,5 +59,29 @@ template <class A, class B> errors compare(const A* got, const B* want, std::siz
                          << (tol) << ")");                                                             \
         CHECK(e_.max_abs <= (tol));                                                                    \
     } while (0)
+
+// A safetensors file written tensor by tensor (a loader test's hand-made or edited file): add a
+// tensor's dtype, shape and bytes, or copy one from a parsed file under another dtype's bytes.
+struct safetensors_writer {
+    std::string header = "{", data;
+    void add(std::string_view name, std::string_view dtype, const std::uint64_t* shape, std::size_t rank, std::string_view bytes) {
+        header += (header.size() > 1 ? ",\"" : "\"") + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":[";
+        for (std::size_t d = 0; d < rank; ++d) header += (d ? "," : "") + std::to_string(shape[d]);
+        header += "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) + "]}";
+        data += bytes;
+    }
+    template <class F> void copy(const F& f, const ct::safetensors::entry& e) {
+        add(e.name, ct::safetensors::dtype_names[static_cast<std::size_t>(e.type)], e.shape.data(), e.rank,
+            {reinterpret_cast<const char*>(f.data(e)), static_cast<std::size_t>(e.end - e.begin)});
+    }
+    std::vector<std::byte> bytes() const {
+        const std::string h = header + "}";
+        std::vector<std::byte> out(8 + h.size() + data.size());
+        for (std::size_t i = 0; i < 8; ++i) out[i] = std::byte((h.size() >> (8 * i)) & 0xff);
+        std::memcpy(out.data() + 8, h.data(), h.size());
+        std::memcpy(out.data() + 8 + h.size(), data.data(), data.size());
+        return out;
+    }
+};
 
 }  // namespace test

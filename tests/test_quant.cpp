@@ -318,21 +318,10 @@ TEST_CASE("quant: a stray <name>_scale beside a float or bf16 weight is unexpect
     ct::safetensors::file<128> a, b;
     REQUIRE(a.parse(dense).ok());
     REQUIRE(b.parse(with_scale).ok());
-    std::string h = "{", data;
-    auto add = [&](const ct::safetensors::file<128>& f, const ct::safetensors::entry& e) {
-        h += (h.size() > 1 ? ",\"" : "\"") + std::string(e.name) + "\":{\"dtype\":\"" +
-             std::string(ct::safetensors::dtype_names[static_cast<std::size_t>(e.type)]) + "\",\"shape\":[";
-        for (std::size_t d = 0; d < e.rank; ++d) h += (d ? "," : "") + std::to_string(e.shape[d]);
-        h += "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + (e.end - e.begin)) + "]}";
-        data.append(reinterpret_cast<const char*>(f.data(e)), e.end - e.begin);
-    };
-    for (std::size_t i = 0; i < a.size(); ++i) add(a, a[i]);
-    add(b, *b.find("linear2.weight_scale"));
-    h += "}";
-    std::vector<std::byte> file(8 + h.size() + data.size());
-    for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = std::byte((h.size() >> (8 * i)) & 0xff);
-    std::memcpy(file.data() + 8, h.data(), h.size());
-    std::memcpy(file.data() + 8 + h.size(), data.data(), data.size());
+    test::safetensors_writer w;
+    for (std::size_t i = 0; i < a.size(); ++i) w.copy(a, a[i]);
+    w.copy(b, *b.find("linear2.weight_scale"));
+    const std::vector<std::byte> file = w.bytes();
     ct::status st = ct::load_state_dict(q8, std::span<const std::byte>(file));
     CHECK(st.code == ct::errc::unexpected_tensor);
     CHECK(st.tensor_name() == "linear2.weight_scale");

@@ -297,37 +297,28 @@ TEST_CASE("model robustness: a checkpoint's step counter must be a non-negative 
     for (const char* type : {"BF16", "F16"}) {
         ct::safetensors::file<256> g;
         REQUIRE(g.parse(std::span<const std::byte>(buf, saved.bytes)).ok());
-        std::string h = "{", data;
+        test::safetensors_writer w;
         for (std::size_t i = 0; i < g.size(); ++i) {
             const auto& e = g[i];
-            const bool narrow = e.name == "optimizer.exp_avg_sq.wte.weight";
-            h += (i ? ",\"" : "\"") + std::string(e.name) + "\":{\"dtype\":\"" +
-                 (narrow ? std::string(type) : std::string(ct::safetensors::dtype_names[static_cast<std::size_t>(e.type)])) +
-                 "\",\"shape\":[";
-            for (std::size_t d = 0; d < e.rank; ++d) h += (d ? "," : "") + std::to_string(e.shape[d]);
-            const std::size_t bytes = narrow ? (e.end - e.begin) / 2 : e.end - e.begin;
-            h += "],\"data_offsets\":[" + std::to_string(data.size()) + "," + std::to_string(data.size() + bytes) + "]}";
-            const char* src = reinterpret_cast<const char*>(g.data(e));
-            if (!narrow) {
-                data.append(src, bytes);
+            if (e.name != "optimizer.exp_avg_sq.wte.weight") {
+                w.copy(g, e);
                 continue;
             }
-            for (std::size_t k = 0; k < bytes / 2; ++k) {  // float -> BF16 (upper half) or F16 (the values are small)
+            std::string narrow;  // float -> BF16 (upper half) or F16 (the values are small: 0, -1 or 1)
+            for (std::size_t k = 0; k < (e.end - e.begin) / 4; ++k) {
                 float v;
-                std::memcpy(&v, src + 4 * k, 4);
+                std::memcpy(&v, g.data(e) + 4 * k, 4);
                 std::uint32_t u;
                 std::memcpy(&u, &v, 4);
                 std::uint16_t x = static_cast<std::uint16_t>(u >> 16);
-                if (std::string_view(type) == "F16") x = v == 0 ? 0 : v == -1.0f ? 0xBC00 : 0x3C00;  // (0, -1 or 1)
-                data.append(reinterpret_cast<const char*>(&x), 2);
+                if (std::string_view(type) == "F16") x = v == 0 ? 0 : v == -1.0f ? 0xBC00 : 0x3C00;
+                narrow.append(reinterpret_cast<const char*>(&x), 2);
             }
+            w.add(e.name, type, e.shape.data(), e.rank, narrow);
         }
-        h += "}";
-        static std::byte rebuilt[1 << 19];
-        for (std::size_t i = 0; i < 8; ++i) rebuilt[i] = std::byte((h.size() >> (8 * i)) & 0xff);
-        std::memcpy(rebuilt + 8, h.data(), h.size());
-        std::memcpy(rebuilt + 8 + h.size(), data.data(), data.size());
-        REQUIRE(g.parse(std::span<const std::byte>(rebuilt, 8 + h.size() + data.size())).ok());
+        static std::vector<std::byte> rebuilt;
+        rebuilt = w.bytes();
+        REQUIRE(g.parse(rebuilt).ok());
         const ct::status sn = ct::load_checkpoint(g, fresh_p, fresh_opt);
         INFO("exp_avg_sq as " << type);
         CHECK(sn.code == ct::errc::value_out_of_range);
