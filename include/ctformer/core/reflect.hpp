@@ -67,8 +67,13 @@ template <class P, class Pair> using member_t =
 
 inline constexpr std::size_t max_name = 160;
 
+// A table that overrides the structs' own (for_each_tensor_as): a file format's names.
+template <class Table> struct forced_names : Table {};
+template <class X> inline constexpr bool is_forced_names = false;
+template <class Table> inline constexpr bool is_forced_names<forced_names<Table>> = true;
+
 template <class P, class Names> struct names_in_force { using type = Names; };
-template <class P, class Names> requires requires { typename P::names; } struct names_in_force<P, Names> {
+template <class P, class Names> requires(requires { typename P::names; } && !is_forced_names<Names>) struct names_in_force<P, Names> {
     using type = typename P::names;
 };
 // member's name under Names in a struct of P's role (its canonical name where P has no role)
@@ -116,6 +121,12 @@ template <class Names, class P, class F> constexpr void visit(P& p, char* name, 
 template <class P, class F> constexpr void for_each_tensor(P& p, F&& f) {
     char name[detail::max_name]{};
     detail::visit<canonical_names>(p, name, 0, f);
+}
+// The same walk under naming table Table whatever names p's type carries (a file format's names:
+// io/gguf_load.hpp visits a Llama by llama.cpp's tensor names).
+template <class Table, class P, class F> constexpr void for_each_tensor_as(P& p, F&& f) {
+    char name[detail::max_name]{};
+    detail::visit<detail::forced_names<Table>>(p, name, 0, f);
 }
 
 namespace detail {

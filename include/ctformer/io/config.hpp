@@ -86,7 +86,8 @@ inline void append_value(text& t, double v) {  // positive (eps): three signific
     int e = 0;
     while (v > 0 && v < 1) v *= 10, --e;
     while (v >= 10) v /= 10, ++e;
-    const auto m = static_cast<std::size_t>(v * 100 + 0.5);
+    auto m = static_cast<std::size_t>(v * 100 + 0.5);
+    if (m >= 1000) m = (m + 5) / 10, ++e;  // (9.995 rounds to 10.0)
     t << m / 100 << "." << m / 10 % 10 << m % 10 << "e" << (e < 0 ? "-" : "") << static_cast<std::size_t>(e < 0 ? -e : e);
 }
 

@@ -89,4 +89,16 @@ struct gpt2 : naming_table<gpt2> {
         {"linear1", "c_fc"}, {"linear2", "c_proj"}, {"up_proj", "c_fc"}, {"gate_proj", "c_gate"}, {"down_proj", "c_proj"}};
 };
 
+struct llama_cpp : naming_table<llama_cpp> {
+    static constexpr const char* label = "llama_cpp";
+    static constexpr rename_pair model[] = {
+        {"tok_embeddings", "token_embd"}, {"pos_embeddings", "position_embd"}, {"stack", ""}, {"lm_head", "output"}};
+    static constexpr rename_pair stack[] = {{"layers", "blk"}, {"norm", "output_norm"}};
+    static constexpr rename_pair layer[] = {{"self_attn", ""}, {"ffn", ""}, {"norm1", "attn_norm"}, {"norm2", "ffn_norm"}};
+    static constexpr rename_pair attention[] = {
+        {"q_proj", "attn_q"}, {"k_proj", "attn_k"}, {"v_proj", "attn_v"}, {"o_proj", "attn_output"}, {"out_proj", "attn_output"}};
+    static constexpr rename_pair ffn[] = {{"gate_proj", "ffn_gate"}, {"up_proj", "ffn_up"},   {"down_proj", "ffn_down"},
+                                          {"linear1", "ffn_up"},     {"linear2", "ffn_down"}};
+};
+
 }  // namespace ctformer

@@ -9,84 +9,14 @@
 #include <ctformer/io/gguf.hpp>
 
 #include "common.hpp"
+#include "gguf/writer.hpp"
 
 namespace {
 namespace gg = ctformer::gguf;
+using test::gguf_writer;
 
-// A GGUF file, written field by field.
-struct writer {
-    std::string head, data;
-    std::uint64_t n_kv = 0, n_tensors = 0;
-    std::string kvs, infos;
-    std::uint32_t version = 3;
-    std::size_t alignment = 32;
-    template <class T> static void put(std::string& s, T v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); }
-    static void str(std::string& s, std::string_view v) {
-        put<std::uint64_t>(s, v.size());
-        s.append(v);
-    }
-    template <class T> writer& scalar(std::string_view k, gg::value_type t, T v) {
-        str(kvs, k);
-        put<std::uint32_t>(kvs, static_cast<std::uint32_t>(t));
-        put<T>(kvs, v);
-        ++n_kv;
-        return *this;
-    }
-    writer& string(std::string_view k, std::string_view v) {
-        str(kvs, k);
-        put<std::uint32_t>(kvs, 8);
-        str(kvs, v);
-        ++n_kv;
-        return *this;
-    }
-    template <class T> writer& array(std::string_view k, gg::value_type elem, const std::vector<T>& v) {
-        str(kvs, k);
-        put<std::uint32_t>(kvs, 9);
-        put<std::uint32_t>(kvs, static_cast<std::uint32_t>(elem));
-        put<std::uint64_t>(kvs, v.size());
-        for (const T& x : v) put<T>(kvs, x);
-        ++n_kv;
-        return *this;
-    }
-    writer& strings(std::string_view k, const std::vector<std::string>& v) {
-        str(kvs, k);
-        put<std::uint32_t>(kvs, 9);
-        put<std::uint32_t>(kvs, 8);
-        put<std::uint64_t>(kvs, v.size());
-        for (const std::string& x : v) str(kvs, x);
-        ++n_kv;
-        return *this;
-    }
-    // a tensor of ggml type t, dims in ggml's order, its data: `bytes` bytes of pattern
-    writer& tensor(std::string_view name, std::vector<std::uint64_t> dims, gg::ggml_type t, std::size_t bytes,
-                   std::uint64_t offset_override = ~0ull) {
-        str(infos, name);
-        put<std::uint32_t>(infos, static_cast<std::uint32_t>(dims.size()));
-        for (auto d : dims) put<std::uint64_t>(infos, d);
-        put<std::uint32_t>(infos, static_cast<std::uint32_t>(t));
-        while (data.size() % alignment) data.push_back('\0');
-        put<std::uint64_t>(infos, offset_override != ~0ull ? offset_override : data.size());
-        for (std::size_t i = 0; i < bytes; ++i) data.push_back(static_cast<char>(i * 7 + name.size()));
-        ++n_tensors;
-        return *this;
-    }
-    std::vector<std::byte> bytes() const {
-        std::string f;
-        put<std::uint32_t>(f, 0x46554747u);
-        put<std::uint32_t>(f, version);
-        put<std::uint64_t>(f, n_tensors);
-        put<std::uint64_t>(f, n_kv);
-        f += kvs + infos;
-        while (f.size() % alignment) f.push_back('\0');
-        f += data;
-        std::vector<std::byte> out(f.size());
-        std::memcpy(out.data(), f.data(), f.size());
-        return out;
-    }
-};
-
-writer llama_like() {
-    writer w;
+gguf_writer llama_like() {
+    gguf_writer w;
     w.string("general.architecture", "llama")
         .scalar<std::uint32_t>("llama.embedding_length", gg::value_type::u32, 64)
         .scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, 2)
@@ -115,7 +45,7 @@ gg::file<32, 16> gf;  // (static: the index lives where a program would keep it)
 
 TEST_CASE("gguf: every metadata type, arrays of numbers and strings, tensor infos and data, read in place") {
     for (std::size_t align : {32u, 64u}) {
-        writer w = llama_like();
+        gguf_writer w = llama_like();
         if (align != 32) w.alignment = align, w.scalar<std::uint32_t>("general.alignment", gg::value_type::u32, 64);
         const auto bytes = w.bytes();
         const ct::status st = gf.parse(bytes);
@@ -168,7 +98,7 @@ TEST_CASE("gguf: every metadata type, arrays of numbers and strings, tensor info
 }
 
 TEST_CASE("gguf: version 2 files read as 3; version 1 and others are not_supported") {
-    writer w = llama_like();
+    gguf_writer w = llama_like();
     w.version = 2;
     CHECK(gf.parse(w.bytes()).ok());
     for (std::uint32_t v : {1u, 4u}) {
@@ -194,74 +124,74 @@ TEST_CASE("gguf: every truncation of a valid file is an error, the gf left empty
 TEST_CASE("gguf: malformed fields are errors naming them") {
     struct bad {
         const char* what;
-        writer w;
+        gguf_writer w;
         ct::errc code;
         std::string name;
     };
     std::vector<bad> cases;
-    auto add = [&](const char* what, writer w, ct::errc code, std::string name) { cases.push_back({what, std::move(w), code, std::move(name)}); };
+    auto add = [&](const char* what, gguf_writer w, ct::errc code, std::string name) { cases.push_back({what, std::move(w), code, std::move(name)}); };
     {
-        writer w = llama_like();
+        gguf_writer w = llama_like();
         w.scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, 3);
         add("a key twice", w, ct::errc::malformed_header, "llama.block_count");
     }
     {
-        writer w;
+        gguf_writer w;
         w.scalar<std::uint32_t>("x", static_cast<gg::value_type>(13), 1);
         add("an unknown value type", w, ct::errc::malformed_header, "x");
     }
     {
-        writer w;
+        gguf_writer w;
         w.array<std::uint32_t>("x", gg::value_type::array, {0});
         add("an array of arrays", w, ct::errc::not_supported, "x");
     }
     {
-        writer w = llama_like();
+        gguf_writer w = llama_like();
         w.scalar<std::uint32_t>("general.alignment", gg::value_type::u32, 48);
         add("an alignment not a power of two", w, ct::errc::malformed_header, "general.alignment");
     }
     {
-        writer w = llama_like();
+        gguf_writer w = llama_like();
         w.scalar<std::uint64_t>("general.alignment", gg::value_type::u64, 64);
         add("an alignment not a u32", w, ct::errc::malformed_header, "general.alignment");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8, 8, 1, 1, 2}, gg::ggml_type::f32, 8 * 8 * 2 * 4);
         add("five dimensions", w, ct::errc::wrong_shape, "t");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8, 0}, gg::ggml_type::f32, 0);
         add("a dimension of 0", w, ct::errc::wrong_shape, "t");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8}, static_cast<gg::ggml_type>(99), 8);
         add("an unknown ggml type", w, ct::errc::unsupported_dtype, "t");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {48, 2}, gg::ggml_type::q8_0, 3 * 34);
         add("a row that is not whole blocks", w, ct::errc::wrong_shape, "t");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8}, gg::ggml_type::f32, 32, 4);
         add("a misaligned offset", w, ct::errc::bad_offsets, "t");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8}, gg::ggml_type::f32, 32).tensor("u", {64}, gg::ggml_type::f32, 8, 32);
         add("data past the end", w, ct::errc::truncated, "u");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {16}, gg::ggml_type::f32, 64).tensor("u", {8}, gg::ggml_type::f32, 32, 32);
         add("overlapping tensors", w, ct::errc::overlapping_data, "u");
     }
     {
-        writer w;
+        gguf_writer w;
         w.tensor("t", {8}, gg::ggml_type::f32, 32).tensor("t", {8}, gg::ggml_type::f32, 32);
         add("a tensor twice", w, ct::errc::duplicate_tensor, "t");
     }
@@ -274,7 +204,7 @@ TEST_CASE("gguf: malformed fields are errors naming them") {
         CHECK((gf.keys() == 0 && gf.tensors() == 0));
     }
     // more keys or tensors than the gf holds
-    writer many;
+    gguf_writer many;
     for (int i = 0; i < 40; ++i) many.scalar<std::uint8_t>("k" + std::to_string(i), gg::value_type::u8, 1);
     CHECK(gf.parse(many.bytes()).code == ct::errc::too_many_tensors);
     // a bad magic
@@ -284,7 +214,7 @@ TEST_CASE("gguf: malformed fields are errors naming them") {
 }
 
 TEST_CASE("gguf: a file without tensors may end before the data section's padding (llama.cpp reads such files)") {
-    writer w;
+    gguf_writer w;
     w.string("general.architecture", "llama").scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, 1);
     std::vector<std::byte> bytes = w.bytes();
     const std::size_t unpadded = 24 + w.kvs.size() + w.infos.size();  // (magic, version, two counts, then the keys)

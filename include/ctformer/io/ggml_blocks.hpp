@@ -1,0 +1,119 @@
+// ctformer/io/ggml_blocks.hpp — the value of one element of a GGUF tensor in any of ggml's float
+// and block formats, computed as ggml's dequantize_row_* computes it (in float, the same
+// operations in the same order), so a model loaded from the values is the file's model exactly.
+//
+//   format  block (elements, bytes)   an element's value
+//   F32/F16/BF16   1                   the number
+//   Q8_0    32, 34: d f16, q i8[32]    d·q
+//   Q4_0    32, 18: d, qs[16]          d·(n − 8); n of element j: low nibble of qs[j] (j < 16), else high of qs[j − 16]
+//   Q4_1    32, 20: d, m, qs[16]       d·n + m
+//   Q5_0    32, 22: d, qh u32, qs[16]  d·((n | h << 4) − 16); h: bit j of qh
+//   Q5_1    32, 24: d, m, qh, qs[16]   d·(n | h << 4) + m
+//   Q4_K   256, 144: d, dmin, scales[12], qs[128]      (d·sc)·n − (dmin·m), 8 sub-blocks of 32,
+//                                                      6-bit sc and m packed in scales
+//   Q5_K   256, 176: d, dmin, scales[12], qh[32], qs[128]   the same with a fifth bit from qh
+//   Q6_K   256, 210: ql[128], qh[64], sc i8[16], d     (d·sc)·(q − 32), 16 sub-blocks of 16
+// (Q2_K, Q3_K and the i-quants are not read: supported() says so.)
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf.hpp"
+#include "safetensors.hpp"
+
+namespace ctformer::gguf {
+
+// Whether element() reads format t.
+constexpr bool supported(ggml_type t) {
+    switch (t) {
+        case ggml_type::f32: case ggml_type::f16: case ggml_type::bf16: case ggml_type::q8_0: case ggml_type::q4_0:
+        case ggml_type::q4_1: case ggml_type::q5_0: case ggml_type::q5_1: case ggml_type::q4_k: case ggml_type::q5_k:
+        case ggml_type::q6_k: return true;
+        default: return false;
+    }
+}
+// Whether t's values are floats stored as such (not blocks of integers with scales).
+constexpr bool is_float(ggml_type t) { return t == ggml_type::f32 || t == ggml_type::f16 || t == ggml_type::bf16; }
+
+constexpr const char* type_name(ggml_type t) {
+    switch (t) {
+        case ggml_type::f32: return "F32";   case ggml_type::f16: return "F16";   case ggml_type::bf16: return "BF16";
+        case ggml_type::q8_0: return "Q8_0"; case ggml_type::q4_0: return "Q4_0"; case ggml_type::q4_1: return "Q4_1";
+        case ggml_type::q5_0: return "Q5_0"; case ggml_type::q5_1: return "Q5_1"; case ggml_type::q8_1: return "Q8_1";
+        case ggml_type::q2_k: return "Q2_K"; case ggml_type::q3_k: return "Q3_K"; case ggml_type::q4_k: return "Q4_K";
+        case ggml_type::q5_k: return "Q5_K"; case ggml_type::q6_k: return "Q6_K"; case ggml_type::q8_k: return "Q8_K";
+        default: return "an integer type";
+    }
+}
+
+namespace detail {
+inline std::uint32_t byte_at(const std::byte* p, std::size_t i) { return std::to_integer<std::uint32_t>(p[i]); }
+inline float half_at(const std::byte* p) { return safetensors::detail::half_to_float(load<std::uint16_t>(p)); }
+// Sub-block j's 6-bit scale and min of a Q4_K/Q5_K block (ggml's get_scale_min_k4).
+inline void scale_min_k4(std::size_t j, const std::byte* q, std::uint32_t& sc, std::uint32_t& m) {
+    if (j < 4) {
+        sc = byte_at(q, j) & 63, m = byte_at(q, j + 4) & 63;
+    } else {
+        sc = (byte_at(q, j + 4) & 0xF) | ((byte_at(q, j - 4) >> 6) << 4);
+        m = (byte_at(q, j + 4) >> 4) | ((byte_at(q, j) >> 6) << 4);
+    }
+}
+// Element j (< 256) of a Q4_K (Bits 4) or Q5_K (Bits 5) block b.
+template <int Bits> float k_quant(const std::byte* b, std::size_t j) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const std::byte* scales = b + 4;
+    const std::byte* qs = b + (Bits == 5 ? 48 : 16);
+    const std::size_t chunk = j / 64, r = j % 64, l = r % 32, sub = 2 * chunk + r / 32;
+    std::uint32_t sc, m;
+    scale_min_k4(sub, scales, sc, m);
+    const std::uint32_t byte = byte_at(qs, 32 * chunk + l);
+    std::uint32_t n = r < 32 ? byte & 0xF : byte >> 4;
+    if constexpr (Bits == 5) n += (byte_at(b + 16, l) >> sub & 1) ? 16 : 0;
+    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+    return d1 * static_cast<float>(n) - m1;
+}
+// Element j (< 256) of a Q6_K block b.
+inline float q6_k(const std::byte* b, std::size_t j) {
+    const std::size_t half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+    const std::byte* ql = b + 64 * half;
+    const std::uint32_t lo = quarter % 2 ? byte_at(ql, l + 32) : byte_at(ql, l);
+    const std::uint32_t hi = byte_at(b + 128 + 32 * half, l) >> (2 * quarter) & 3;
+    const int q = static_cast<int>(((quarter < 2 ? lo & 0xF : lo >> 4) | hi << 4)) - 32;
+    const auto sc = static_cast<std::int8_t>(byte_at(b + 192, 8 * half + l / 16 + 2 * quarter));
+    return half_at(b + 208) * static_cast<float>(sc) * static_cast<float>(q);
+}
+// Element j (< 32) of a Q4_0/Q4_1/Q5_0/Q5_1 block b: its integer n (the nibble, and the fifth bit).
+inline std::uint32_t small_block_n(const std::byte* qs, std::size_t j) {
+    return j < 16 ? byte_at(qs, j) & 0xF : byte_at(qs, j - 16) >> 4;
+}
+}  // namespace detail
+
+// Element i (in the tensor's row-major order) of tensor data p in format t; supported(t).
+inline float element(ggml_type t, const std::byte* p, std::uint64_t i) {
+    const block_layout L = layout_of(t);
+    const std::byte* b = p + i / L.elems * L.bytes;
+    const std::size_t j = static_cast<std::size_t>(i % L.elems);
+    switch (t) {
+        case ggml_type::f32: return detail::load<float>(b);
+        case ggml_type::f16: return detail::half_at(b);
+        case ggml_type::bf16: return std::bit_cast<float>(std::uint32_t{detail::load<std::uint16_t>(b)} << 16);
+        case ggml_type::q8_0: return detail::half_at(b) * static_cast<float>(static_cast<std::int8_t>(detail::byte_at(b, 2 + j)));
+        case ggml_type::q4_0: return (static_cast<float>(detail::small_block_n(b + 2, j)) - 8.0f) * detail::half_at(b);
+        case ggml_type::q4_1: return static_cast<float>(detail::small_block_n(b + 4, j)) * detail::half_at(b) + detail::half_at(b + 2);
+        case ggml_type::q5_0: {
+            const std::uint32_t h = detail::load<std::uint32_t>(b + 2) >> j & 1;
+            return static_cast<float>(static_cast<int>(detail::small_block_n(b + 6, j) | h << 4) - 16) * detail::half_at(b);
+        }
+        case ggml_type::q5_1: {
+            const std::uint32_t h = detail::load<std::uint32_t>(b + 4) >> j & 1;
+            return static_cast<float>(detail::small_block_n(b + 8, j) | h << 4) * detail::half_at(b) + detail::half_at(b + 2);
+        }
+        case ggml_type::q4_k: return detail::k_quant<4>(b, j);
+        case ggml_type::q5_k: return detail::k_quant<5>(b, j);
+        case ggml_type::q6_k: return detail::q6_k(b, j);
+        default: return 0;
+    }
+}
+
+}  // namespace ctformer::gguf

@@ -1,0 +1,294 @@
+// ctformer/io/gguf_load.hpp — a Llama-family model from a GGUF file (llama.cpp's), all or nothing:
+// the architecture's keys checked against the C++ type, every tensor found by llama.cpp's name
+// (layer/names.hpp: param_names<llama_cpp>), its shape, format and values checked, and only then
+// anything written.
+//
+//   static ct::gguf::file<> g;          g.parse(mapped.bytes());
+//   static Model::Params p;             ct::status s = ct::load_gguf(p, g);
+//
+// Configuration (errc::config_mismatch naming the key, the file's value and the type's):
+// general.architecture "llama"; llama.embedding_length = d_model, block_count = layers,
+// attention.head_count = heads, attention.head_count_kv = kv_heads (absent: heads),
+// feed_forward_length = ffn_dim, attention.layer_norm_rms_epsilon = eps (1e-6 relative),
+// rope.freq_base = rope_theta (absent: 10000), rope.dimension_count = rotary_dim (absent: the head
+// dimension), vocab_size or the tokenizer's token count = vocab, context_length >= context (a
+// shorter context is a smaller cache, not another model); and the structure a llama file implies:
+// RMSNorm before each sub-layer, SwiGLU, no biases, RoPE, a final norm.
+//
+// Values: F32, F16, BF16 and the block formats of io/ggml_blocks.hpp (Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K), each tensor in its own (a Q4_K_M file mixes Q4_K and Q6_K), decoded to
+// the value ggml's dequantizer gives. Into dense weights any of them; into a quantized weight
+// format (ct::weights<F>) float values are quantized at load as from safetensors, and Q4_0 goes
+// into int4_group<32> exactly (the same numbers: scale d, integers n − 8); another block format
+// into a quantized format is errc::wrong_dtype (quantizing twice loses what the file kept).
+//
+// RoPE layout: llama.cpp's converter permutes each head's q and k rows from Hugging Face's
+// rotate-half order to the interleaved pairs its RoPE rotates; a type with rotate-half RoPE (the
+// Llama default) gets them back in Hugging Face's order, a type with interleaved RoPE as stored —
+// either way the model computes what the file's model computes.
+//
+// A file without output.weight has its head tied to token_embd (llama.cpp's rule): an untied type
+// loads token_embd into lm_head too; a tied type and a file with output.weight is config_mismatch.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+
+#include "../core/quant.hpp"
+#include "../core/reflect.hpp"
+#include "../core/status.hpp"
+#include "../layer/names.hpp"
+#include "config.hpp"
+#include "ggml_blocks.hpp"
+#include "gguf.hpp"
+#include "state_dict.hpp"
+
+namespace ctformer {
+
+namespace gguf::detail {
+using safetensors::detail::text;
+
+// The fields a params type describes (layer/config.hpp, models/gpt.hpp), by name.
+struct described_config {
+    std::size_t d_model = 0, heads = 0, kv_heads = 0, ffn_dim = 0, layers = 0, vocab = 0, context = 0, rope_theta = 0,
+                rotary_dim = 0;
+    double eps = 0;
+    std::string_view activation, norm, positions, rope;
+    bool gated = false, norm_first = false, attn_bias = true, ffn_bias = true, norm_bias = true, tied = false, final_norm = false;
+};
+template <class P> constexpr described_config described() {
+    described_config c;
+    P::describe([&](std::string_view f, auto v) {
+        using V = decltype(v);
+        if constexpr (std::is_same_v<V, std::size_t>) {
+            std::size_t* slots[] = {&c.d_model, &c.heads, &c.kv_heads, &c.ffn_dim, &c.layers, &c.vocab, &c.context, &c.rope_theta, &c.rotary_dim};
+            constexpr std::string_view names[] = {"d_model", "heads", "kv_heads", "ffn_dim", "layers", "vocab", "context", "rope_theta", "rotary_dim"};
+            for (std::size_t i = 0; i < 9; ++i)
+                if (f == names[i]) *slots[i] = v;
+        } else if constexpr (std::is_same_v<V, bool>) {
+            bool* slots[] = {&c.gated, &c.norm_first, &c.attn_bias, &c.ffn_bias, &c.norm_bias, &c.tied, &c.final_norm};
+            constexpr std::string_view names[] = {"gated", "norm_first", "attn_bias", "ffn_bias", "norm_bias", "tied", "final_norm"};
+            for (std::size_t i = 0; i < 7; ++i)
+                if (f == names[i]) *slots[i] = v;
+        } else if constexpr (std::is_same_v<V, double>) {
+            if (f == "eps") c.eps = v;
+        } else {
+            std::string_view* slots[] = {&c.activation, &c.norm, &c.positions, &c.rope};
+            constexpr std::string_view names[] = {"activation", "norm", "positions", "rope"};
+            for (std::size_t i = 0; i < 4; ++i)
+                if (f == names[i]) *slots[i] = v;
+        }
+    });
+    return c;
+}
+
+inline status config_error(std::string_view key, std::string_view file, std::string_view type) {
+    text t;
+    t << key << ": file " << file << ", type " << type;
+    return status::error(errc::config_mismatch, t.view());
+}
+inline status config_error(std::string_view key, std::uint64_t file, std::size_t type) {
+    text f, t;
+    f << static_cast<std::size_t>(file), t << type;
+    return config_error(key, f.view(), t.view());
+}
+// A llama.* key's integer (absent: fallback; present but not a non-negative integer: an error).
+template <class G> status key_number(const G& g, std::string_view key, std::uint64_t fallback, std::uint64_t& out) {
+    const kv* e = g.find(key);
+    out = fallback;
+    if (e && !e->v.get(out)) return status::error(errc::config_mismatch, key);
+    return {};
+}
+// The vocabulary size the file states (llama.vocab_size, the tokenizer's tokens, token_embd's rows).
+template <class G> std::uint64_t file_vocab(const G& g) {
+    std::uint64_t v = 0;
+    if (const kv* e = g.find("llama.vocab_size"); e && e->v.get(v)) return v;
+    if (const kv* e = g.find("tokenizer.ggml.tokens"); e && e->v.type == value_type::array) return e->v.count;
+    if (const tensor_info* t = g.find_tensor("token_embd.weight"); t && t->n_dims == 2) return t->dims[1];
+    return 0;
+}
+
+template <class P, class G> status check_llama_config(const G& g) {
+    constexpr described_config c = described<P>();
+    std::string_view arch;
+    const kv* a = g.find("general.architecture");
+    if (!a || !a->v.get(arch)) return status::error(errc::config_mismatch, "general.architecture: absent");
+    if (arch != "llama") return config_error("general.architecture", arch, "llama");
+    // the structure a llama file implies
+    if (!c.gated || c.activation != "silu") return config_error("general.architecture", "llama (SwiGLU)", c.gated ? c.activation : std::string_view("an ungated FFN"));
+    if (c.norm != "rms_norm" || !c.norm_first || !c.final_norm || c.norm_bias)
+        return config_error("general.architecture", "llama (RMSNorm before each sub-layer)", c.norm);
+    if (c.attn_bias || c.ffn_bias) return config_error("general.architecture", "llama (no biases)", "biases");
+    if (c.positions != "rotary") return config_error("general.architecture", "llama (RoPE)", c.positions);
+    struct number {
+        std::string_view key;
+        std::size_t type;
+        std::uint64_t fallback;
+    };
+    const std::size_t head_dim = c.d_model / c.heads;
+    const number numbers[] = {{"llama.embedding_length", c.d_model, 0},      {"llama.block_count", c.layers, 0},
+                              {"llama.attention.head_count", c.heads, 0},    {"llama.attention.head_count_kv", c.kv_heads, c.heads},
+                              {"llama.feed_forward_length", c.ffn_dim, 0},   {"llama.rope.dimension_count", c.rotary_dim, head_dim}};
+    for (const number& n : numbers) {
+        std::uint64_t v = 0;
+        if (status st = key_number(g, n.key, n.fallback, v); !st) return st;
+        if (v != n.type) return config_error(n.key, v, n.type);
+    }
+    if (const std::uint64_t v = file_vocab(g); v != c.vocab) return config_error("llama.vocab_size", v, c.vocab);
+    std::uint64_t ctx = 0;
+    if (status st = key_number(g, "llama.context_length", c.context, ctx); !st) return st;
+    if (ctx < c.context) return config_error("llama.context_length (at least the type's context)", ctx, c.context);
+    double eps = 0, theta = 10000;
+    const kv* e = g.find("llama.attention.layer_norm_rms_epsilon");
+    if (!e || !e->v.get(eps) || eps - c.eps > 1e-6 * c.eps || c.eps - eps > 1e-6 * c.eps) {
+        text f, t;
+        safetensors::detail::append_value(f, e && e->v.get(eps) ? eps : 0.0);
+        safetensors::detail::append_value(t, c.eps);
+        return config_error("llama.attention.layer_norm_rms_epsilon", f.view(), t.view());
+    }
+    if (const kv* r = g.find("llama.rope.freq_base"); r && !r->v.get(theta)) return status::error(errc::config_mismatch, "llama.rope.freq_base");
+    if (theta != static_cast<double>(c.rope_theta)) return config_error("llama.rope.freq_base", static_cast<std::uint64_t>(theta), c.rope_theta);
+    const bool file_tied = g.find_tensor("output.weight") == nullptr;
+    if (c.tied && !file_tied) return config_error("output.weight", "an untied head", "tied embeddings");
+    return {};
+}
+
+template <class F> struct base_format { using type = F; };
+template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
+template <class F> using base_format_t = typename base_format<F>::type;
+
+// Where a parameter's values come from: a tensor of the file, with a row map undoing the q/k
+// permutation (heads > 0: rows of `heads` heads of head_dim each).
+struct source {
+    const tensor_info* t = nullptr;
+    const std::byte* data = nullptr;
+    std::size_t heads = 0, head_dim = 0;
+    std::size_t row(std::size_t o) const {  // Hugging Face row o -> the file's row
+        if (heads == 0) return o;
+        const std::size_t h = o / head_dim, r = o % head_dim, half = head_dim / 2;
+        return h * head_dim + 2 * (r % half) + r / half;
+    }
+    float value(std::size_t i) const {  // element i of the (Out, In) or (N) tensor, row-major
+        const std::size_t in = static_cast<std::size_t>(t->dims[0]);
+        return element(t->type, data, row(i / in) * in + i % in);
+    }
+};
+
+// The parameter named `name` (llama.cpp's names) of P: its source in g (nullptr: absent).
+template <class P, class G> source find_source(const G& g, std::string_view name) {
+    constexpr described_config c = described<P>();
+    source s;
+    s.t = g.find_tensor(name);
+    if (!s.t && name == "output.weight") s.t = g.find_tensor("token_embd.weight");  // tied in the file
+    if (!s.t) return s;
+    s.data = g.data(*s.t);
+    if (c.rope == "rotate_half") {
+        const bool q = name.size() >= 14 && name.substr(name.size() - 14) == ".attn_q.weight";
+        const bool k = name.size() >= 14 && name.substr(name.size() - 14) == ".attn_k.weight";
+        if (q || k) s.heads = q ? c.heads : c.kv_heads, s.head_dim = c.d_model / c.heads;
+    }
+    return s;
+}
+
+// Checks one parameter X against its source: present, the shape (ggml lists dims innermost first),
+// a format X can take, every value acceptable.
+template <class X> status check_tensor(const source& s, std::string_view name, const safetensors::load_options& opt) {
+    text t;
+    t << name;
+    if (!s.t) return status::error(errc::missing_tensor, t.view());
+    bool same = s.t->n_dims == X::rank;
+    for (std::size_t i = 0; same && i < X::rank; ++i) same = s.t->dims[X::rank - 1 - i] == X::shape[i];
+    if (!same) {
+        t << ": expected ";
+        safetensors::detail::append_shape(t, X::shape.data(), X::rank);
+        t << ", found (";
+        for (std::size_t i = s.t->n_dims; i-- > 0;) t << static_cast<std::size_t>(s.t->dims[i]) << (i ? ", " : ")");
+        return status::error(errc::wrong_shape, t.view());
+    }
+    constexpr bool quantized = is_quantized_weight_v<X>;
+    bool exact_q4 = false;
+    if constexpr (quantized) exact_q4 = std::is_same_v<base_format_t<typename X::format>, int4_group<32>>;
+    if (!supported(s.t->type) || (quantized && !is_float(s.t->type) && !(exact_q4 && s.t->type == ggml_type::q4_0))) {
+        t << ": " << type_name(s.t->type) << (supported(s.t->type) ? " into a quantized weight format" : " (not read)");
+        return status::error(errc::wrong_dtype, t.view());
+    }
+    const bool must_be_finite = opt.reject_non_finite || (quantized && is_float(s.t->type));
+    if (!must_be_finite && opt.max_abs <= 0) return {};
+    for (std::size_t i = 0; i < X::size; ++i) {
+        const float v = s.value(i);
+        if (v - v != 0) {
+            if (must_be_finite) return status::error(errc::non_finite, t.view());
+        } else if (opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs)) {
+            return status::error(errc::value_out_of_range, t.view());
+        }
+    }
+    return {};
+}
+
+// Q4_0 rows into int4_group<32> (the check accepted them): scale d, integer n − 8, as stored.
+template <class X> void write_q4_0(X& w, const source& s) {
+    for (auto& v : w.storage) v = 0;
+    for (auto& v : w.scales) v = 0;
+    constexpr std::size_t In = X::in_features;
+    for (std::size_t o = 0; o < X::out_features; ++o) {
+        const std::byte* row = s.data + s.row(o) * (In / 32) * 18;
+        for (std::size_t k = 0; k < In; ++k) {
+            const std::byte* b = row + k / 32 * 18;
+            if (k % 32 == 0) w.scales[X::scale_index(o, k)] = half_at(b);
+            const std::uint32_t n = small_block_n(b + 2, k % 32);
+            w.storage[X::word_index(o, k)] |= ((n - 8) & 0xFu) << (k % 8 * 4);
+        }
+    }
+}
+// Element type T's writer, once per T (as state_dict.hpp's write_named).
+template <class T> [[gnu::noinline]] void write_dense(const safetensors::detail::tensor_ref<T>& t, const source& s) {
+    for (std::size_t i = 0; i < t.size; ++i) t.storage[t.index(i)] = static_cast<T>(s.value(i));
+}
+
+template <class P, class G> status check_model(const P& params, const G& g, const safetensors::load_options& opt) {
+    status result;
+    std::size_t used = 0;
+    for_each_tensor_as<llama_cpp>(params, [&](std::string_view name, const auto& t) {
+        if (!result) return;
+        const source s = find_source<P>(g, name);
+        result = check_tensor<std::remove_cvref_t<decltype(t)>>(s, name, opt);
+        used += s.t && s.t->name == name;
+    });
+    if (!result || used == g.tensors()) return result;
+    for (std::size_t i = 0; i < g.tensors(); ++i) {  // a tensor the type does not have: name it
+        bool known = false;
+        for_each_tensor_as<llama_cpp>(params, [&](std::string_view name, const auto&) { known = known || g.tensor(i).name == name; });
+        if (!known) return status::error(errc::unexpected_tensor, g.tensor(i).name);
+    }
+    return {};
+}
+template <class P, class G> void write_model(P& params, const G& g) {
+    for_each_tensor_as<llama_cpp>(params, [&](std::string_view name, auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        const source s = find_source<P>(g, name);
+        if constexpr (is_quantized_weight_v<X>) {
+            if (s.t->type == ggml_type::q4_0) {
+                if constexpr (std::is_same_v<base_format_t<typename X::format>, int4_group<32>>) write_q4_0(t, s);
+            } else {
+                t.quantize([&](std::size_t i) { return s.value(i); });
+            }
+        } else {
+            write_dense(safetensors::detail::ref_of(t), s);
+        }
+    });
+}
+}  // namespace gguf::detail
+
+// Loads a Llama-family model's params from a parsed GGUF file (see the top of this file): on any
+// error nothing has been written. opt.reject_non_finite and opt.max_abs apply to the decoded values.
+template <class P, std::size_t K, std::size_t N>
+status load_gguf(P& params, const gguf::file<K, N>& g, const safetensors::load_options& opt = {}) {
+    if (status st = gguf::detail::check_llama_config<P>(g); !st) return st;
+    if (status st = gguf::detail::check_model(static_cast<const P&>(params), g, opt); !st) return st;
+    gguf::detail::write_model(params, g);
+    return {};
+}
+
+}  // namespace ctformer

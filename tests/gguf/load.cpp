@@ -1,0 +1,407 @@
+// A Llama from a GGUF file (io/gguf_load.hpp): the PyTorch fixtures' models (tests/data/gen.py,
+// Hugging Face's layout) written as llama.cpp's converter writes them — q and k rows permuted for
+// its RoPE (convert_hf_to_gguf.py's LlamaModel.permute), llama.cpp's names and keys — load back to
+// the same numbers and compute PyTorch's logits; F16/BF16 files round as stored; Q4_0 goes into
+// int4 weights exactly; every configuration key, name, shape and format error is reported with
+// nothing written. (Block decoding against ggml itself: blocks.cpp; greedy tokens against
+// llama.cpp on the same files: scripts/gguf_agreement.)
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ctformer/io/gguf_load.hpp>
+
+#include "gguf/writer.hpp"
+#include "model_fixture.hpp"
+
+namespace {
+namespace gg = ctformer::gguf;
+using test::gguf_writer;
+
+template <class... O>
+using Small = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, O...>;
+using GQA = Small<ct::kv_heads<2>>;
+using MQA = Small<ct::kv_heads<1>, ct::dtype<double>, ct::rope<ct::interleaved, 500000>, ct::tied_embeddings<true>>;
+
+// IEEE half of x, rounded to nearest even (what numpy's astype(float16) gives).
+std::uint16_t to_half(float x) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x), sign = (u >> 16) & 0x8000u;
+    const std::uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+    if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+    if (a < 0x38800000u) {                                                     // a subnormal half
+        const float f = std::bit_cast<float>(a) * 16777216.0f;                  // units of 2^-24
+        return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(f)));
+    }
+    const std::uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+enum class store { f32, f16, bf16, q4_0 };
+
+// Element values of a (rows, in) tensor in the file's format.
+std::string encode(const std::vector<float>& v, std::size_t in, store s) {
+    std::string out;
+    auto put = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
+    if (s == store::f32) put(v.data(), v.size() * 4);
+    for (std::size_t i = 0; s == store::f16 && i < v.size(); ++i) {
+        const std::uint16_t h = to_half(v[i]);
+        put(&h, 2);
+    }
+    for (std::size_t i = 0; s == store::bf16 && i < v.size(); ++i) {
+        const auto h = static_cast<std::uint16_t>(ct::quant::bf16_bits(v[i]));
+        put(&h, 2);
+    }
+    for (std::size_t b = 0; s == store::q4_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_0_ref
+        (void)in;
+        float m = 0;
+        for (std::size_t j = 0; j < 32; ++j)
+            if (std::fabs(v[b + j]) > std::fabs(m)) m = v[b + j];
+        const float d = m / -8, id = d ? 1.0f / d : 0.0f;
+        const std::uint16_t h = to_half(d);
+        put(&h, 2);
+        for (std::size_t j = 0; j < 16; ++j) {
+            const auto lo = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j] * id + 8.5f)));
+            const auto hi = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j + 16] * id + 8.5f)));
+            const auto byte = static_cast<std::uint8_t>(lo | hi << 4);
+            put(&byte, 1);
+        }
+    }
+    return out;
+}
+
+// The llama.cpp keys of Model, as its converter writes them.
+template <class Model> gguf_writer llama_keys() {
+    using C = typename Model::Stack::config;
+    const std::uint32_t d = C::d_model, layers = Model::layers, ffn = C::ffn_dim, heads = C::heads, kv = C::kv_heads,
+                        vocab = Model::vocab;
+    const float theta = static_cast<float>(C::rope_type::theta), eps = static_cast<float>(C::eps);
+    gguf_writer w;
+    w.string("general.architecture", "llama")
+        .scalar<std::uint32_t>("llama.context_length", gg::value_type::u32, 2048)
+        .scalar<std::uint32_t>("llama.embedding_length", gg::value_type::u32, d)
+        .scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, layers)
+        .scalar<std::uint32_t>("llama.feed_forward_length", gg::value_type::u32, ffn)
+        .scalar<std::uint32_t>("llama.attention.head_count", gg::value_type::u32, heads)
+        .scalar<std::uint32_t>("llama.attention.head_count_kv", gg::value_type::u32, kv)
+        .scalar<std::uint32_t>("llama.rope.dimension_count", gg::value_type::u32, d / heads)
+        .scalar<float>("llama.rope.freq_base", gg::value_type::f32, theta)
+        .scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, eps)
+        .scalar<std::uint32_t>("llama.vocab_size", gg::value_type::u32, vocab);
+    return w;
+}
+
+// Params p (Hugging Face's layout) as a llama.cpp GGUF: each tensor under its llama.cpp name, q/k
+// rows permuted when the model's RoPE is rotate-half, in format s (norms stay F32, as llama.cpp
+// keeps 1-D tensors); `skip` leaves a tensor out.
+template <class Model>
+gguf_writer as_gguf(const typename Model::Params& p, store s, std::string_view skip = {}, bool permute = true) {
+    using C = typename Model::Stack::config;
+    gguf_writer w = llama_keys<Model>();
+    ct::for_each_tensor_as<ct::llama_cpp>(p, [&](std::string_view name, const auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        if (name == skip) return;
+        const std::size_t in = X::shape[X::rank - 1], rows = X::size / in;
+        std::vector<float> v(X::size);
+        const bool q = name.ends_with("attn_q.weight"), k = name.ends_with("attn_k.weight");
+        const std::size_t hd = C::d_model / C::heads;
+        for (std::size_t f = 0; f < rows; ++f) {
+            std::size_t o = f;  // permute: reshape(heads, 2, hd/2, in).swapaxes(1, 2): row (h, i, j) <- (h, j, i)
+            if ((q || k) && permute && std::is_same_v<typename C::rope_type::layout, ct::rotate_half>) {
+                const std::size_t h = f / hd, r = f % hd, i = r / 2, j = r % 2;
+                o = h * hd + j * (hd / 2) + i;
+            }
+            for (std::size_t c = 0; c < in; ++c) v[f * in + c] = static_cast<float>(t.get(o * in + c));
+        }
+        const store fmt = X::rank == 1 ? store::f32 : (s == store::q4_0 && in % 32 ? store::f32 : s);
+        const auto type = fmt == store::f32 ? gg::ggml_type::f32 : fmt == store::f16 ? gg::ggml_type::f16
+                        : fmt == store::bf16 ? gg::ggml_type::bf16 : gg::ggml_type::q4_0;
+        std::vector<std::uint64_t> dims;
+        for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
+        w.tensor_data(name, dims, type, encode(v, in, fmt));
+    });
+    return w;
+}
+
+template <class Model> struct loaded {
+    static inline typename Model::Params want, got;
+    static inline gg::file<32, 64> g;
+    std::vector<std::byte> bytes;
+};
+
+// Loads the fixture's params (Hugging Face's names) and the same model from a GGUF written from them.
+template <class Model> void from_fixture(test::File& fx, const gguf_writer& w, loaded<Model>& l) {
+    fx.load(l.want, "params.");
+    l.bytes = w.bytes();
+    REQUIRE(l.g.parse(l.bytes).ok());
+    std::memset(static_cast<void*>(&l.got), 0, sizeof l.got);
+    const ct::status st = ct::load_gguf(l.got, l.g);
+    REQUIRE_MESSAGE(st.ok(), ct::to_string(st.code) << " " << st.tensor_name());
+}
+
+// Values (get(i), every tensor) that differ between two params of one type, as the bits of their floats.
+template <class P> std::vector<double> values_of(const P& p) {
+    std::vector<double> v;
+    ct::for_each_tensor(p, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) v.push_back(static_cast<double>(t.get(i)));
+    });
+    return v;
+}
+template <class P> std::size_t differing(const P& a, const P& b) {
+    const std::vector<double> x = values_of(a), y = values_of(b);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) n += std::memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("gguf load: llama.cpp's layout (permuted q/k, its names) gives back the Hugging Face model, and PyTorch's logits") {
+    test::File fx("llama_gqa");
+    static loaded<GQA> l;
+    static GQA::Params p0;
+    fx.load(p0, "params.");
+    from_fixture(fx, as_gguf<GQA>(p0, store::f32), l);
+    CHECK(differing(l.got, l.want) == 0);
+
+    static GQA::Workspace<2, 7> ws;
+    static ct::Tensor<ct::token, 2, 7> tokens;
+    static ct::Tensor<double, 2, 7> ids;
+    static ct::Tensor<float, 2, 7, 37> logits, want;
+    fx.read("input.tokens", ids);
+    for (std::size_t i = 0; i < ids.size; ++i) tokens.storage[i] = static_cast<ct::token>(ids.storage[i]);
+    fx.read("output", want);
+    REQUIRE(GQA::forward(l.got, ws, tokens, logits).ok());
+    CHECK_CLOSE("logits from the GGUF", logits.data(), want.data(), want.size, test::golden_tol<float>);
+
+    // a file without output.weight ties the head in llama.cpp: an untied type reads token_embd twice
+    static loaded<GQA> head_tied;
+    from_fixture(fx, as_gguf<GQA>(p0, store::f32, "output.weight"), head_tied);
+    std::size_t head_off = 0;
+    for (std::size_t i = 0; i < 37 * 32; ++i)
+        head_off += head_tied.got.lm_head.weight.get(i) != head_tied.got.tok_embeddings.weight.get(i);
+    CHECK(head_off == 0);
+
+    // a file whose q/k rows were not permuted loads as another model: the test sees the layout
+    static loaded<GQA> unpermuted;
+    from_fixture(fx, as_gguf<GQA>(p0, store::f32, {}, false), unpermuted);
+    CHECK(differing(unpermuted.got, unpermuted.want) > 0);
+    REQUIRE(GQA::forward(unpermuted.got, ws, tokens, logits).ok());
+    CHECK(test::compare(logits.data(), want.data(), want.size).max_abs > 1e-3);
+}
+
+TEST_CASE("gguf load: interleaved RoPE is llama.cpp's own layout (no permutation), a file without output.weight is tied") {
+    test::File fx("llama_mqa_tied_interleaved_f64");
+    static loaded<MQA> l;
+    static MQA::Params p0;
+    fx.load(p0, "params.");
+    from_fixture(fx, as_gguf<MQA>(p0, store::f32), l);
+    // the file stores floats: the double model's values round through F32
+    const std::vector<double> got = values_of(l.got), want = values_of(l.want);
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) off += got[i] != static_cast<double>(static_cast<float>(want[i]));
+    CHECK(off == 0);
+    CHECK(got.size() == ct::parameter_count<MQA::Params>());
+}
+
+TEST_CASE("gguf load: F16 and BF16 files load their rounded values") {
+    test::File fx("llama_gqa");
+    static GQA::Params p0;
+    fx.load(p0, "params.");
+    for (store s : {store::f16, store::bf16}) {
+        static loaded<GQA> l;
+        from_fixture(fx, as_gguf<GQA>(p0, s), l);
+        std::size_t off = 0, n = 0;
+        ct::for_each_tensor(l.want, [&](std::string_view name, const auto& w) {
+            ct::for_each_tensor(l.got, [&](std::string_view name2, const auto& g) {
+                using X = std::remove_cvref_t<decltype(w)>;
+                if constexpr (std::is_same_v<X, std::remove_cvref_t<decltype(g)>>) {
+                    if (name != name2) return;
+                    for (std::size_t i = 0; i < X::size; ++i, ++n) {
+                        const float v = w.get(i);
+                        const float r = X::rank == 1 ? v  // (1-D tensors stay F32)
+                                      : s == store::f16 ? ct::safetensors::detail::half_to_float(to_half(v))
+                                                        : ct::quant::bf16_value(static_cast<std::uint16_t>(ct::quant::bf16_bits(v)));
+                        off += g.get(i) != r;
+                    }
+                }
+            });
+        });
+        INFO((s == store::f16 ? "F16" : "BF16") << ": " << off << " of " << n << " values differ from the rounded originals");
+        CHECK(off == 0);
+        CHECK(n == ct::parameter_count<GQA::Params>());
+    }
+}
+
+namespace {
+template <class... O> using Wide = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, O...>;
+template <class P> void fill_random(P& p, unsigned seed) {
+    std::uint32_t x = seed;
+    ct::for_each_tensor(p, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) {
+            x = x * 1664525u + 1013904223u;
+            t.set(i, static_cast<float>(static_cast<int>(x >> 9) - (1 << 22)) / float(1 << 24));
+        }
+    });
+}
+}  // namespace
+
+TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {
+    static Wide<>::Params dense_src, dense;
+    static Wide<ct::weights<ct::int4_group<32>>>::Params q4;
+    fill_random(dense_src, 7);
+    const std::vector<std::byte> bytes = as_gguf<Wide<>>(dense_src, store::q4_0).bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(bytes).ok());
+    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == gg::ggml_type::q4_0);
+    REQUIRE(ct::load_gguf(dense, g).ok());
+    REQUIRE(ct::load_gguf(q4, g).ok());
+    std::size_t off = 0, n = 0;
+    ct::for_each_tensor(dense, [&](std::string_view name, const auto& d) {
+        ct::for_each_tensor(q4, [&](std::string_view name2, const auto& q) {
+            if (name != name2) return;
+            for (std::size_t i = 0; i < d.size; ++i, ++n) off += static_cast<float>(d.get(i)) != static_cast<float>(q.get(i));
+        });
+    });
+    CHECK(n == ct::parameter_count<Wide<>::Params>());
+    CHECK(off == 0);
+    // and the dense values are the Q4_0 rounding of the originals: within half a step of each block's scale
+    double worst = 0;
+    ct::for_each_tensor(dense, [&](std::string_view name, const auto& d) {
+        ct::for_each_tensor(dense_src, [&](std::string_view name2, const auto& o) {
+            if (name != name2 || !name.ends_with("gate_proj.weight")) return;
+            for (std::size_t i = 0; i < d.size; ++i) worst = std::max(worst, std::fabs(double(d.get(i)) - double(o.get(i))));
+        });
+    });
+    CHECK(worst > 0);
+    CHECK(worst < 0.035);  // |w| < 0.25: each block's step d = max|w| / 8 <= 1/32 (the largest positive value may clamp by one step)
+}
+
+namespace {
+// One change to a valid file and the error it must give: code, and the name or key the message starts with.
+struct bad_file {
+    const char* what;
+    gguf_writer w;
+    ct::errc code;
+    std::string name;
+};
+}  // namespace
+
+TEST_CASE("gguf load: every configuration key, name, shape and format error is an error value naming it, nothing written") {
+    static Wide<>::Params src;
+    fill_random(src, 3);
+    using W = Wide<>;
+    auto keys_except = [](std::string_view skip, auto&& add) {  // the valid keys, one replaced by add(writer)
+        gguf_writer out;
+        out.string("general.architecture", skip == "general.architecture" ? "gpt2" : "llama");
+        const std::pair<const char*, std::uint32_t> numbers[] = {
+            {"llama.context_length", 2048}, {"llama.embedding_length", 32}, {"llama.block_count", 2},
+            {"llama.feed_forward_length", 64}, {"llama.attention.head_count", 4}, {"llama.attention.head_count_kv", 2},
+            {"llama.rope.dimension_count", 8}, {"llama.vocab_size", 37}};
+        for (const auto& [k2, v] : numbers)
+            if (skip != k2) out.scalar<std::uint32_t>(k2, gg::value_type::u32, v);
+        if (skip != "llama.rope.freq_base") out.scalar<float>("llama.rope.freq_base", gg::value_type::f32, 10000.f);
+        if (skip != "llama.attention.layer_norm_rms_epsilon")
+            out.scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, 1e-6f);
+        add(out);
+        return out;
+    };
+    auto tensors_of = [&](gguf_writer w, std::string_view skip = {}) {  // add src's tensors (F32) to w's keys
+        const gguf_writer t = as_gguf<W>(src, store::f32, skip);
+        w.infos = t.infos, w.data = t.data, w.n_tensors = t.n_tensors;
+        return w;
+    };
+    auto none = [](gguf_writer&) {};
+    std::vector<bad_file> cases;
+    auto wrong_number = [&](const char* key, std::uint32_t v) {
+        cases.push_back({key, tensors_of(keys_except(key, [&](gguf_writer& w) { w.scalar<std::uint32_t>(key, gg::value_type::u32, v); })),
+                         ct::errc::config_mismatch, key});
+    };
+    wrong_number("llama.embedding_length", 64);
+    wrong_number("llama.block_count", 3);
+    wrong_number("llama.attention.head_count", 8);
+    wrong_number("llama.attention.head_count_kv", 4);
+    wrong_number("llama.feed_forward_length", 128);
+    wrong_number("llama.rope.dimension_count", 4);
+    wrong_number("llama.vocab_size", 38);
+    wrong_number("llama.context_length", 16);  // shorter than the type's 32
+    cases.push_back({"architecture", tensors_of(keys_except("general.architecture", none)), ct::errc::config_mismatch, "general.architecture"});
+    cases.push_back({"eps", tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", [](gguf_writer& w) {
+                         w.scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, 1e-5f); })),
+                     ct::errc::config_mismatch, "llama.attention.layer_norm_rms_epsilon"});
+    cases.push_back({"eps absent", tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", none)), ct::errc::config_mismatch,
+                     "llama.attention.layer_norm_rms_epsilon"});
+    cases.push_back({"theta", tensors_of(keys_except("llama.rope.freq_base", [](gguf_writer& w) {
+                         w.scalar<float>("llama.rope.freq_base", gg::value_type::f32, 500000.f); })),
+                     ct::errc::config_mismatch, "llama.rope.freq_base"});
+    cases.push_back({"head count as a string", tensors_of(keys_except("llama.attention.head_count", [](gguf_writer& w) {
+                         w.string("llama.attention.head_count", "4"); })),
+                     ct::errc::config_mismatch, "llama.attention.head_count"});
+    cases.push_back({"missing tensor", tensors_of(keys_except("", none), "blk.1.ffn_up.weight"), ct::errc::missing_tensor, "blk.1.ffn_up.weight"});
+    {
+        gguf_writer w = tensors_of(keys_except("", none));
+        w.tensor("rope_freqs.weight", {4}, gg::ggml_type::f32, 16);
+        cases.push_back({"unexpected tensor", w, ct::errc::unexpected_tensor, "rope_freqs.weight"});
+    }
+    {
+        gguf_writer w = tensors_of(keys_except("", none), "blk.0.attn_v.weight");
+        w.tensor("blk.0.attn_v.weight", {16, 32}, gg::ggml_type::f32, 16 * 32 * 4);  // (In, Out) = (16, 32): transposed
+        cases.push_back({"wrong shape", w, ct::errc::wrong_shape, "blk.0.attn_v.weight"});
+    }
+    {
+        gguf_writer w = tensors_of(keys_except("", none), "blk.0.ffn_down.weight");
+        w.tensor("blk.0.ffn_down.weight", {64, 32}, gg::ggml_type::q8_1, 32 * 2 * 36);
+        cases.push_back({"Q8_1 (not read)", w, ct::errc::wrong_dtype, "blk.0.ffn_down.weight: Q8_1 (not read)"});
+    }
+    {
+        gguf_writer w = tensors_of(keys_except("", none), "blk.0.attn_k.weight");
+        std::string inf(16 * 32 * 2, '\0');
+        for (std::size_t i = 0; i < inf.size(); i += 2) inf[i + 1] = static_cast<char>(0x7c);  // F16 +inf
+        w.tensor_data("blk.0.attn_k.weight", {32, 16}, gg::ggml_type::f16, inf);
+        cases.push_back({"inf, rejected by the option", w, ct::errc::non_finite, "blk.0.attn_k.weight"});
+    }
+    ct::safetensors::load_options strict;
+    strict.reject_non_finite = true;
+    static W::Params target;
+    for (const bad_file& c : cases) {
+        CAPTURE(c.what);
+        const std::vector<std::byte> bytes = c.w.bytes();
+        static gg::file<32, 64> g;
+        REQUIRE(g.parse(bytes).ok());
+        std::memset(static_cast<void*>(&target), 0x5a, sizeof target);
+        const ct::status st = ct::load_gguf(target, g, strict);
+        CHECK(st.code == c.code);
+        CHECK(std::string(st.tensor_name()).rfind(c.name, 0) == 0);
+        MESSAGE(std::string(c.what) << ": " << std::string(ct::to_string(st.code)) << " \"" << std::string(st.tensor_name()) << "\"");
+        const auto* raw = reinterpret_cast<const unsigned char*>(&target);
+        std::size_t touched = 0;
+        for (std::size_t i = 0; i < sizeof target; ++i) touched += raw[i] != 0x5a;
+        CHECK(touched == 0);
+    }
+    // the valid file loads (the cases above differ from it by their one change)
+    const std::vector<std::byte> ok = tensors_of(keys_except("", none)).bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(ok).ok());
+    CHECK(ct::load_gguf(target, g, strict).ok());
+    CHECK(differing(target, src) == 0);
+}
+
+TEST_CASE("gguf load: a block format into quantized weights is wrong_dtype (quantizing twice); float files quantize at load") {
+    static Wide<>::Params src;
+    fill_random(src, 5);
+    static Wide<ct::weights<ct::int8_per_channel>>::Params q8;
+    static gg::file<32, 64> g;
+    const std::vector<std::byte> q4_file = as_gguf<Wide<>>(src, store::q4_0).bytes();
+    REQUIRE(g.parse(q4_file).ok());
+    const ct::status st = ct::load_gguf(q8, g);
+    CHECK(st.code == ct::errc::wrong_dtype);
+    CHECK(std::string(st.tensor_name()).ends_with(".weight: Q4_0 into a quantized weight format"));
+    const std::vector<std::byte> f32_file = as_gguf<Wide<>>(src, store::f32).bytes();
+    REQUIRE(g.parse(f32_file).ok());
+    REQUIRE(ct::load_gguf(q8, g).ok());
+    static Wide<ct::weights<ct::int8_per_channel>>::Params q8_st;  // the same weights quantized from safetensors
+    std::vector<std::byte> buf(ct::save_state_dict(src, {}).bytes);
+    REQUIRE(ct::save_state_dict(src, buf).st.ok());
+    REQUIRE(ct::load_state_dict(q8_st, buf).ok());
+    CHECK(differing(q8, q8_st) == 0);
+}
