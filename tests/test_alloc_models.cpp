@@ -5,8 +5,10 @@
 #include "alloc_counter.hpp"
 #ifndef CT_ALLOC_SANITIZED
 #include <ctformer/core/thread_pool.hpp>
+#include <ctformer/io/gguf_load.hpp>
 
 #include "common.hpp"
+#include "gguf/writer.hpp"
 #include "reference.hpp"
 
 TEST_CASE("no heap allocation in stacks, the GPT (train, step, generate), optimizers and checkpoints") {
@@ -131,6 +133,27 @@ TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, S
             return true;
         }).ok();
         ok = ok && Blk::step(p.stack.layers[0], bws, bcache, x, y, ct::causal{}).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
+
+TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format") {
+    using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
+    using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
+    static M::Params p, back;
+    static Q::Params q;
+    ref::randomize(p, 9);
+    // p as llama.cpp's GGUF, F32 (quantized to int4 at load) and Q4_0 (into int4 as stored): written before counting
+    const std::vector<std::byte> file = test::llama_gguf<M>(p).bytes(), q4 = test::llama_gguf<M>(p, test::gguf_store::q4_0).bytes();
+    static ct::gguf::file<32, 32> g4;
+    static ct::gguf::file<32, 32> g;
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        ok = ok && g.parse(file).ok();
+        ok = ok && ct::load_gguf(back, g).ok();
+        ok = ok && ct::load_gguf(q, g).ok();
+        ok = ok && g4.parse(q4).ok() && ct::load_gguf(q, g4).ok() && ct::load_gguf(back, g4).ok();
     });
     CHECK(ok);
     CHECK(n == 0);

@@ -133,9 +133,9 @@ def permute_qk(w, heads):  # Hugging Face rotate-half rows -> llama.cpp's interl
     return w.reshape(heads, 2, out // heads // 2, d).swapaxes(1, 2).reshape(out, d)
 
 
-def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, seed=1, quantized=()):
+def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, seed=1, quantized=(), std=0.02, head_std=None):
     rng = np.random.default_rng(seed)
-    r = lambda *sh: (rng.standard_normal(sh) * 0.02).astype(np.float32)
+    r = lambda *sh: (rng.standard_normal(sh) * (head_std if head_std and sh[0] == V else std)).astype(np.float32)
     Dh = dim // H
     hf = [("model.embed_tokens.weight", r(V, dim))]
     gg = [("token_embd.weight", hf[0][1])]

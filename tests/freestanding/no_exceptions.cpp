@@ -1,7 +1,9 @@
 // Built with -fno-exceptions -fno-rtti and linked; cmake/check_no_exceptions.cmake then checks the
 // image: no exception machinery (__cxa_throw, std::__throw_*), no RTTI and no heap (malloc,
-// operator new) reachable from the library's entry points used here — the loader included.
+// operator new) reachable from the library's entry points used here — the loaders (safetensors,
+// GGUF) included.
 #include <ctformer/ctformer.hpp>
+#include <ctformer/io/gguf_load.hpp>
 #include <ctformer/text/generate.hpp>
 #include <ctformer/text/load.hpp>
 
@@ -30,6 +32,9 @@ static ct::safetensors::file<32> tf;
 static ct::tokenizer tok;
 static ct::tokenizer::Workspace<256> tws;
 static ct::TextWorkspace<G, 64, 4> text_ws;
+using Lm = ct::Llama<16, 8, 1, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
+static Lm::Params lp;
+static ct::gguf::file<32, 16> gf;
 
 int main(int argc, char**) {
     int ok = 0;
@@ -45,6 +50,8 @@ int main(int argc, char**) {
     ok += G::generate(gp, gen, gcache, prompt, 1, 3, ct::sampling{}, [](ct::token) { return true; }).ok();
     const ct::save_result r = ct::save_checkpoint(std::span<std::byte>(buf), gp, opt);
     ok += r.st.ok() && f.parse(std::span<const std::byte>(buf, r.bytes)).ok() && ct::load_checkpoint(f, gp, opt).ok();
+    // a Llama from a GGUF file's bytes (every block format decoded, Q4_0 into int4 weights)
+    if (gf.parse(std::span<const std::byte>(buf, static_cast<std::size_t>(argc) * 32)).ok()) ok += ct::load_gguf(lp, gf).ok();
     // text: a tokenizer from a file's bytes, encode, streaming decode, text generation
     if (tf.parse(std::span<const std::byte>(buf, static_cast<std::size_t>(argc) * 64)).ok() && ct::load_tokenizer(tf, tok).ok()) {
         ct::token ids[64];

@@ -24,106 +24,6 @@ using Small = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48
 using GQA = Small<ct::kv_heads<2>>;
 using MQA = Small<ct::kv_heads<1>, ct::dtype<double>, ct::rope<ct::interleaved, 500000>, ct::tied_embeddings<true>>;
 
-// IEEE half of x, rounded to nearest even (what numpy's astype(float16) gives).
-std::uint16_t to_half(float x) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x), sign = (u >> 16) & 0x8000u;
-    const std::uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
-    if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
-    if (a < 0x38800000u) {                                                     // a subnormal half
-        const float f = std::bit_cast<float>(a) * 16777216.0f;                  // units of 2^-24
-        return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(f)));
-    }
-    const std::uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
-    return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
-}
-
-enum class store { f32, f16, bf16, q4_0 };
-
-// Element values of a (rows, in) tensor in the file's format.
-std::string encode(const std::vector<float>& v, std::size_t in, store s) {
-    std::string out;
-    auto put = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
-    if (s == store::f32) put(v.data(), v.size() * 4);
-    for (std::size_t i = 0; s == store::f16 && i < v.size(); ++i) {
-        const std::uint16_t h = to_half(v[i]);
-        put(&h, 2);
-    }
-    for (std::size_t i = 0; s == store::bf16 && i < v.size(); ++i) {
-        const auto h = static_cast<std::uint16_t>(ct::quant::bf16_bits(v[i]));
-        put(&h, 2);
-    }
-    for (std::size_t b = 0; s == store::q4_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_0_ref
-        (void)in;
-        float m = 0;
-        for (std::size_t j = 0; j < 32; ++j)
-            if (std::fabs(v[b + j]) > std::fabs(m)) m = v[b + j];
-        const float d = m / -8, id = d ? 1.0f / d : 0.0f;
-        const std::uint16_t h = to_half(d);
-        put(&h, 2);
-        for (std::size_t j = 0; j < 16; ++j) {
-            const auto lo = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j] * id + 8.5f)));
-            const auto hi = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j + 16] * id + 8.5f)));
-            const auto byte = static_cast<std::uint8_t>(lo | hi << 4);
-            put(&byte, 1);
-        }
-    }
-    return out;
-}
-
-// The llama.cpp keys of Model, as its converter writes them.
-template <class Model> gguf_writer llama_keys() {
-    using C = typename Model::Stack::config;
-    const std::uint32_t d = C::d_model, layers = Model::layers, ffn = C::ffn_dim, heads = C::heads, kv = C::kv_heads,
-                        vocab = Model::vocab;
-    const float theta = static_cast<float>(C::rope_type::theta), eps = static_cast<float>(C::eps);
-    gguf_writer w;
-    w.string("general.architecture", "llama")
-        .scalar<std::uint32_t>("llama.context_length", gg::value_type::u32, 2048)
-        .scalar<std::uint32_t>("llama.embedding_length", gg::value_type::u32, d)
-        .scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, layers)
-        .scalar<std::uint32_t>("llama.feed_forward_length", gg::value_type::u32, ffn)
-        .scalar<std::uint32_t>("llama.attention.head_count", gg::value_type::u32, heads)
-        .scalar<std::uint32_t>("llama.attention.head_count_kv", gg::value_type::u32, kv)
-        .scalar<std::uint32_t>("llama.rope.dimension_count", gg::value_type::u32, d / heads)
-        .scalar<float>("llama.rope.freq_base", gg::value_type::f32, theta)
-        .scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, eps)
-        .scalar<std::uint32_t>("llama.vocab_size", gg::value_type::u32, vocab);
-    return w;
-}
-
-// Params p (Hugging Face's layout) as a llama.cpp GGUF: each tensor under its llama.cpp name, q/k
-// rows permuted when the model's RoPE is rotate-half, in format s (norms stay F32, as llama.cpp
-// keeps 1-D tensors); `skip` leaves a tensor out.
-template <class Model>
-gguf_writer as_gguf(const typename Model::Params& p, store s, std::string_view skip = {}, bool permute = true) {
-    using C = typename Model::Stack::config;
-    gguf_writer w = llama_keys<Model>();
-    ct::for_each_tensor_as<ct::llama_cpp>(p, [&](std::string_view name, const auto& t) {
-        using X = std::remove_cvref_t<decltype(t)>;
-        if (name == skip) return;
-        const std::size_t in = X::shape[X::rank - 1], rows = X::size / in;
-        std::vector<float> v(X::size);
-        const bool q = name.ends_with("attn_q.weight"), k = name.ends_with("attn_k.weight");
-        const std::size_t hd = C::d_model / C::heads;
-        for (std::size_t f = 0; f < rows; ++f) {
-            std::size_t o = f;  // permute: reshape(heads, 2, hd/2, in).swapaxes(1, 2): row (h, i, j) <- (h, j, i)
-            if ((q || k) && permute && std::is_same_v<typename C::rope_type::layout, ct::rotate_half>) {
-                const std::size_t h = f / hd, r = f % hd, i = r / 2, j = r % 2;
-                o = h * hd + j * (hd / 2) + i;
-            }
-            for (std::size_t c = 0; c < in; ++c) v[f * in + c] = static_cast<float>(t.get(o * in + c));
-        }
-        const store fmt = X::rank == 1 ? store::f32 : (s == store::q4_0 && in % 32 ? store::f32 : s);
-        const auto type = fmt == store::f32 ? gg::ggml_type::f32 : fmt == store::f16 ? gg::ggml_type::f16
-                        : fmt == store::bf16 ? gg::ggml_type::bf16 : gg::ggml_type::q4_0;
-        std::vector<std::uint64_t> dims;
-        for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
-        w.tensor_data(name, dims, type, encode(v, in, fmt));
-    });
-    return w;
-}
-
 template <class Model> struct loaded {
     static inline typename Model::Params want, got;
     static inline gg::file<32, 64> g;
@@ -161,7 +61,7 @@ TEST_CASE("gguf load: llama.cpp's layout (permuted q/k, its names) gives back th
     static loaded<GQA> l;
     static GQA::Params p0;
     fx.load(p0, "params.");
-    from_fixture(fx, as_gguf<GQA>(p0, store::f32), l);
+    from_fixture(fx, test::llama_gguf<GQA>(p0, test::gguf_store::f32), l);
     CHECK(differing(l.got, l.want) == 0);
 
     static GQA::Workspace<2, 7> ws;
@@ -176,7 +76,7 @@ TEST_CASE("gguf load: llama.cpp's layout (permuted q/k, its names) gives back th
 
     // a file without output.weight ties the head in llama.cpp: an untied type reads token_embd twice
     static loaded<GQA> head_tied;
-    from_fixture(fx, as_gguf<GQA>(p0, store::f32, "output.weight"), head_tied);
+    from_fixture(fx, test::llama_gguf<GQA>(p0, test::gguf_store::f32, "output.weight"), head_tied);
     std::size_t head_off = 0;
     for (std::size_t i = 0; i < 37 * 32; ++i)
         head_off += head_tied.got.lm_head.weight.get(i) != head_tied.got.tok_embeddings.weight.get(i);
@@ -184,7 +84,7 @@ TEST_CASE("gguf load: llama.cpp's layout (permuted q/k, its names) gives back th
 
     // a file whose q/k rows were not permuted loads as another model: the test sees the layout
     static loaded<GQA> unpermuted;
-    from_fixture(fx, as_gguf<GQA>(p0, store::f32, {}, false), unpermuted);
+    from_fixture(fx, test::llama_gguf<GQA>(p0, test::gguf_store::f32, {}, false), unpermuted);
     CHECK(differing(unpermuted.got, unpermuted.want) > 0);
     REQUIRE(GQA::forward(unpermuted.got, ws, tokens, logits).ok());
     CHECK(test::compare(logits.data(), want.data(), want.size).max_abs > 1e-3);
@@ -195,7 +95,7 @@ TEST_CASE("gguf load: interleaved RoPE is llama.cpp's own layout (no permutation
     static loaded<MQA> l;
     static MQA::Params p0;
     fx.load(p0, "params.");
-    from_fixture(fx, as_gguf<MQA>(p0, store::f32), l);
+    from_fixture(fx, test::llama_gguf<MQA>(p0, test::gguf_store::f32), l);
     // the file stores floats: the double model's values round through F32
     const std::vector<double> got = values_of(l.got), want = values_of(l.want);
     std::size_t off = 0;
@@ -208,9 +108,9 @@ TEST_CASE("gguf load: F16 and BF16 files load their rounded values") {
     test::File fx("llama_gqa");
     static GQA::Params p0;
     fx.load(p0, "params.");
-    for (store s : {store::f16, store::bf16}) {
+    for (test::gguf_store s : {test::gguf_store::f16, test::gguf_store::bf16}) {
         static loaded<GQA> l;
-        from_fixture(fx, as_gguf<GQA>(p0, s), l);
+        from_fixture(fx, test::llama_gguf<GQA>(p0, s), l);
         std::size_t off = 0, n = 0;
         ct::for_each_tensor(l.want, [&](std::string_view name, const auto& w) {
             ct::for_each_tensor(l.got, [&](std::string_view name2, const auto& g) {
@@ -220,14 +120,14 @@ TEST_CASE("gguf load: F16 and BF16 files load their rounded values") {
                     for (std::size_t i = 0; i < X::size; ++i, ++n) {
                         const float v = w.get(i);
                         const float r = X::rank == 1 ? v  // (1-D tensors stay F32)
-                                      : s == store::f16 ? ct::safetensors::detail::half_to_float(to_half(v))
+                                      : s == test::gguf_store::f16 ? ct::safetensors::detail::half_to_float(test::to_half(v))
                                                         : ct::quant::bf16_value(static_cast<std::uint16_t>(ct::quant::bf16_bits(v)));
                         off += g.get(i) != r;
                     }
                 }
             });
         });
-        INFO((s == store::f16 ? "F16" : "BF16") << ": " << off << " of " << n << " values differ from the rounded originals");
+        INFO((s == test::gguf_store::f16 ? "F16" : "BF16") << ": " << off << " of " << n << " values differ from the rounded originals");
         CHECK(off == 0);
         CHECK(n == ct::parameter_count<GQA::Params>());
     }
@@ -250,7 +150,7 @@ TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense one
     static Wide<>::Params dense_src, dense;
     static Wide<ct::weights<ct::int4_group<32>>>::Params q4;
     fill_random(dense_src, 7);
-    const std::vector<std::byte> bytes = as_gguf<Wide<>>(dense_src, store::q4_0).bytes();
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(dense_src, test::gguf_store::q4_0).bytes();
     static gg::file<32, 64> g;
     REQUIRE(g.parse(bytes).ok());
     REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == gg::ggml_type::q4_0);
@@ -307,7 +207,7 @@ TEST_CASE("gguf load: every configuration key, name, shape and format error is a
         return out;
     };
     auto tensors_of = [&](gguf_writer w, std::string_view skip = {}) {  // add src's tensors (F32) to w's keys
-        const gguf_writer t = as_gguf<W>(src, store::f32, skip);
+        const gguf_writer t = test::llama_gguf<W>(src, test::gguf_store::f32, skip);
         w.infos = t.infos, w.data = t.data, w.n_tensors = t.n_tensors;
         return w;
     };
@@ -391,12 +291,12 @@ TEST_CASE("gguf load: a block format into quantized weights is wrong_dtype (quan
     fill_random(src, 5);
     static Wide<ct::weights<ct::int8_per_channel>>::Params q8;
     static gg::file<32, 64> g;
-    const std::vector<std::byte> q4_file = as_gguf<Wide<>>(src, store::q4_0).bytes();
+    const std::vector<std::byte> q4_file = test::llama_gguf<Wide<>>(src, test::gguf_store::q4_0).bytes();
     REQUIRE(g.parse(q4_file).ok());
     const ct::status st = ct::load_gguf(q8, g);
     CHECK(st.code == ct::errc::wrong_dtype);
     CHECK(std::string(st.tensor_name()).ends_with(".weight: Q4_0 into a quantized weight format"));
-    const std::vector<std::byte> f32_file = as_gguf<Wide<>>(src, store::f32).bytes();
+    const std::vector<std::byte> f32_file = test::llama_gguf<Wide<>>(src, test::gguf_store::f32).bytes();
     REQUIRE(g.parse(f32_file).ok());
     REQUIRE(ct::load_gguf(q8, g).ok());
     static Wide<ct::weights<ct::int8_per_channel>>::Params q8_st;  // the same weights quantized from safetensors

@@ -1,5 +1,6 @@
 // A GGUF file written field by field as llama.cpp's gguf.c lays it out (the reader's and the
-// loader's tests build their files with it, valid and broken).
+// loader's tests build their files with it, valid and broken), and a Llama's params written as
+// llama.cpp's converter writes them (its names and keys, q/k rows permuted for its RoPE).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -7,10 +8,20 @@
 #include <string_view>
 #include <vector>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <type_traits>
+
+#include <ctformer/core/quant.hpp>
+#include <ctformer/core/reflect.hpp>
 #include <ctformer/io/gguf.hpp>
+#include <ctformer/layer/config.hpp>
+#include <ctformer/layer/names.hpp>
 
 namespace test {
 namespace gg = ctformer::gguf;
+namespace ct = ::ctformer;
 
 // A GGUF file, written field by field.
 struct gguf_writer {
@@ -90,5 +101,106 @@ struct gguf_writer {
         return out;
     }
 };
+
+// ---- Models as llama.cpp's converter writes them ----
+// IEEE half of x, rounded to nearest even (what numpy's astype(float16) gives).
+inline std::uint16_t to_half(float x) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x), sign = (u >> 16) & 0x8000u;
+    const std::uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+    if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past 65504
+    if (a < 0x38800000u) {                                                     // a subnormal half
+        const float f = std::bit_cast<float>(a) * 16777216.0f;                  // units of 2^-24
+        return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(f)));
+    }
+    const std::uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+enum class gguf_store { f32, f16, bf16, q4_0 };
+
+// Element values of a (rows, in) tensor in the file's format.
+inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_store s) {
+    std::string out;
+    auto put = [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); };
+    if (s == gguf_store::f32) put(v.data(), v.size() * 4);
+    for (std::size_t i = 0; s == gguf_store::f16 && i < v.size(); ++i) {
+        const std::uint16_t h = to_half(v[i]);
+        put(&h, 2);
+    }
+    for (std::size_t i = 0; s == gguf_store::bf16 && i < v.size(); ++i) {
+        const auto h = static_cast<std::uint16_t>(ct::quant::bf16_bits(v[i]));
+        put(&h, 2);
+    }
+    for (std::size_t b = 0; s == gguf_store::q4_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_0_ref
+        (void)in;
+        float m = 0;
+        for (std::size_t j = 0; j < 32; ++j)
+            if (std::fabs(v[b + j]) > std::fabs(m)) m = v[b + j];
+        const float d = m / -8, id = d ? 1.0f / d : 0.0f;
+        const std::uint16_t h = to_half(d);
+        put(&h, 2);
+        for (std::size_t j = 0; j < 16; ++j) {
+            const auto lo = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j] * id + 8.5f)));
+            const auto hi = static_cast<std::uint8_t>(std::min(15, static_cast<int>(v[b + j + 16] * id + 8.5f)));
+            const auto byte = static_cast<std::uint8_t>(lo | hi << 4);
+            put(&byte, 1);
+        }
+    }
+    return out;
+}
+
+// The llama.cpp keys of Model, as its converter writes them.
+template <class Model> gguf_writer llama_keys() {
+    using C = typename Model::Stack::config;
+    const std::uint32_t d = C::d_model, layers = Model::layers, ffn = C::ffn_dim, heads = C::heads, kv = C::kv_heads,
+                        vocab = Model::vocab;
+    const float theta = static_cast<float>(C::rope_type::theta), eps = static_cast<float>(C::eps);
+    gguf_writer w;
+    w.string("general.architecture", "llama")
+        .scalar<std::uint32_t>("llama.context_length", gg::value_type::u32, 2048)
+        .scalar<std::uint32_t>("llama.embedding_length", gg::value_type::u32, d)
+        .scalar<std::uint32_t>("llama.block_count", gg::value_type::u32, layers)
+        .scalar<std::uint32_t>("llama.feed_forward_length", gg::value_type::u32, ffn)
+        .scalar<std::uint32_t>("llama.attention.head_count", gg::value_type::u32, heads)
+        .scalar<std::uint32_t>("llama.attention.head_count_kv", gg::value_type::u32, kv)
+        .scalar<std::uint32_t>("llama.rope.dimension_count", gg::value_type::u32, d / heads)
+        .scalar<float>("llama.rope.freq_base", gg::value_type::f32, theta)
+        .scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, eps)
+        .scalar<std::uint32_t>("llama.vocab_size", gg::value_type::u32, vocab);
+    return w;
+}
+
+// Params p (Hugging Face's layout) as a llama.cpp GGUF: each tensor under its llama.cpp name, q/k
+// rows permuted when the model's RoPE is rotate-half, in format s (norms stay F32, as llama.cpp
+// keeps 1-D tensors); `skip` leaves a tensor out.
+template <class Model>
+gguf_writer llama_gguf(const typename Model::Params& p, gguf_store s = gguf_store::f32, std::string_view skip = {}, bool permute = true) {
+    using C = typename Model::Stack::config;
+    gguf_writer w = llama_keys<Model>();
+    ct::for_each_tensor_as<ct::llama_cpp>(p, [&](std::string_view name, const auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        if (name == skip) return;
+        const std::size_t in = X::shape[X::rank - 1], rows = X::size / in;
+        std::vector<float> v(X::size);
+        const bool q = name.ends_with("attn_q.weight"), k = name.ends_with("attn_k.weight");
+        const std::size_t hd = C::d_model / C::heads;
+        for (std::size_t f = 0; f < rows; ++f) {
+            std::size_t o = f;  // permute: reshape(heads, 2, hd/2, in).swapaxes(1, 2): row (h, i, j) <- (h, j, i)
+            if ((q || k) && permute && std::is_same_v<typename C::rope_type::layout, ct::rotate_half>) {
+                const std::size_t h = f / hd, r = f % hd, i = r / 2, j = r % 2;
+                o = h * hd + j * (hd / 2) + i;
+            }
+            for (std::size_t c = 0; c < in; ++c) v[f * in + c] = static_cast<float>(t.get(o * in + c));
+        }
+        const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (s == gguf_store::q4_0 && in % 32 ? gguf_store::f32 : s);
+        const auto type = fmt == gguf_store::f32 ? gg::ggml_type::f32 : fmt == gguf_store::f16 ? gg::ggml_type::f16
+                        : fmt == gguf_store::bf16 ? gg::ggml_type::bf16 : gg::ggml_type::q4_0;
+        std::vector<std::uint64_t> dims;
+        for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
+        w.tensor_data(name, dims, type, encode(v, in, fmt));
+    });
+    return w;
+}
 
 }  // namespace test

@@ -1,0 +1,120 @@
+// ctformer against llama.cpp on the same GGUF files (scripts/gguf_agreement): each file of
+// write_agreement.py loaded by ct::load_gguf into one dense Llama type (the file's values as ggml
+// decodes them), then for each of llama.cpp's greedy runs (agree.mjs: prompt, 64 tokens or up to
+// its end-of-sequence token):
+//   free-running  ctformer's greedy tokens from the same prompt, equal to llama.cpp's (all of them)
+//   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
+//                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
+// Pass: float files (F32, F16, BF16): every position agrees or is a near-tie, ctformer's logit of
+// llama.cpp's token within tie(format) of its top logit (the logits are ~20 here): F32 1e-3 (the
+// order of float sums), F16 1e-2 and BF16 0.1 (llama.cpp rounds the activations to the weights'
+// type before its dot products: 2^-11 and 2^-8 relative); block formats: forced agreement >= 95%
+// (llama.cpp multiplies them with activations quantized to Q8_0/Q8_K blocks, ctformer here with
+// float activations: the difference is llama.cpp's rounding).
+// Usage: gguf_agreement DIR LLAMA_CPP.txt
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ctformer/ctformer.hpp>
+#include <ctformer/io/file.hpp>
+#include <ctformer/io/gguf_load.hpp>
+
+namespace ct = ctformer;
+
+using Model = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>>;
+constexpr ct::token eos = 2;
+constexpr std::size_t max_len = 8 + 64 + 1;
+
+static Model::Params params;
+static Model::KVCache<1, 128> cache;
+static Model::GenerateWorkspace<4> gws;
+static Model::Workspace<1, max_len> fws;
+static ct::Tensor<ct::token, 1, max_len> seq;
+static ct::Tensor<float, 1, max_len, 512> logits;
+static ct::gguf::file<32, 64> gguf_index;
+static ct::mapped_file mapped;
+
+struct tally {
+    std::size_t runs = 0, equal_runs = 0, positions = 0, forced_equal = 0;
+    double worst_gap = 0;  // the largest logit gap (ctformer's top minus llama.cpp's token) where they differ
+};
+
+static std::vector<ct::token> ids(const std::string& s) {
+    std::istringstream in(s);
+    std::vector<ct::token> v;
+    for (ct::token t; in >> t;) v.push_back(t);
+    return v;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 3) return std::fprintf(stderr, "usage: gguf_agreement DIR LLAMA_CPP.txt\n"), 2;
+    std::ifstream in(argv[2]);
+    std::map<std::string, tally> by_file;
+    std::vector<std::string> order;
+    std::string line, loaded;
+    while (std::getline(in, line)) {
+        const std::size_t a = line.find(" : "), b = line.find(" : ", a + 3);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const std::string file = line.substr(0, line.find(' '));
+        const std::vector<ct::token> prompt = ids(line.substr(a + 3, b - a - 3)), want = ids(line.substr(b + 3));
+        if (file != loaded) {
+            ct::status st = mapped.open((std::string(argv[1]) + "/" + file).c_str());
+            if (st) st = gguf_index.parse(mapped.bytes());
+            if (st) st = ct::load_gguf(params, gguf_index);
+            if (!st) return std::fprintf(stderr, "%s: %s %s\n", file.c_str(), ct::to_string(st.code), st.tensor_name().data()), 1;
+            loaded = file;
+            order.push_back(file);
+        }
+        tally& t = by_file[file];
+        // free-running: greedy from the prompt, stopping where llama.cpp stops (its end-of-sequence token)
+        std::vector<ct::token> got;
+        cache.reset();
+        const ct::status st = Model::generate(params, gws, cache, prompt.data(), prompt.size(), 64, ct::sampling{.temperature = 0},
+                                              [&](ct::token tok) {
+                                                  if (tok == eos) return false;
+                                                  got.push_back(tok);
+                                                  return true;
+                                              });
+        if (!st) return std::fprintf(stderr, "generate: %s\n", ct::to_string(st.code)), 1;
+        ++t.runs;
+        t.equal_runs += got == want;
+        // forced: the argmax at every position of llama.cpp's sequence (its stop included when early)
+        std::vector<ct::token> full = prompt;
+        full.insert(full.end(), want.begin(), want.end());
+        const std::size_t n = full.size(), targets = want.size() + (want.size() < 64);
+        for (std::size_t i = 0; i < max_len; ++i) seq.storage[i] = i < n ? full[i] : 0;
+        if (!Model::forward(params, fws, seq, logits).ok()) return 1;
+        for (std::size_t k = 0; k < targets; ++k) {
+            const float* row = logits.data() + (prompt.size() - 1 + k) * 512;
+            std::size_t best = 0;
+            for (std::size_t v = 1; v < 512; ++v)
+                if (row[v] > row[best]) best = v;
+            const ct::token expect = k < want.size() ? want[k] : eos;
+            t.forced_equal += static_cast<ct::token>(best) == expect;
+            if (static_cast<ct::token>(best) != expect) {  // how close the call was: ctformer's logits of both tokens
+                const double gap = double(row[best]) - double(row[expect]);
+                t.worst_gap = gap > t.worst_gap ? gap : t.worst_gap;
+                std::printf("  %s prompt %s position %zu: ctformer %zu (%.5f), llama.cpp %d (%.5f), gap %.2g\n", file.c_str(),
+                            line.substr(file.size() + 1, line.find(' ', file.size() + 1) - file.size() - 1).c_str(), k, best,
+                            double(row[best]), int(expect), double(row[expect]), gap);
+            }
+            ++t.positions;
+        }
+    }
+    bool pass = !order.empty();
+    std::printf("%-20s %14s %20s %16s\n", "file", "equal runs", "forced agreement", "largest gap");
+    for (const std::string& f : order) {
+        const tally& t = by_file[f];
+        const double tie = f == "agree.gguf" ? 1e-3 : f == "agree_f16.gguf" ? 1e-2 : f == "agree_bf16.gguf" ? 0.1 : 0;
+        const double forced = double(t.forced_equal) / double(t.positions);
+        const bool ok = tie > 0 ? t.worst_gap <= tie : forced >= 0.95;
+        pass = pass && ok;
+        std::printf("%-20s %9zu / %zu %12zu / %zu (%.1f%%) %12.2g  %s\n", f.c_str(), t.equal_runs, t.runs, t.forced_equal, t.positions,
+                    100 * forced, t.worst_gap, ok ? "ok" : tie > 0 ? "FAIL (a difference beyond a near-tie)" : "FAIL (< 95%)");
+    }
+    return pass ? 0 : 1;
+}
