@@ -220,6 +220,11 @@ TEST_CASE("text: SentencePiece BPE (identity, whitespace kept, <unk>) equals Sen
 #ifdef CTFORMER_TEXT_REFS
 TEST_CASE("text: GPT-2's byte-level BPE equals gpt-3-encoder") { against_reference("gpt2", "gpt2"); }
 TEST_CASE("text: Llama-2's vocabulary (tokenizer.json) equals llama-tokenizer-js") { against_reference("llama2", "llama2"); }
+// the same vocabularies as a llama.cpp GGUF stores them (tokenizer.ggml.*: tests/data/text/gguf_vocab.py)
+TEST_CASE("text: Llama-2's vocabulary from a GGUF (model llama: scores) equals llama-tokenizer-js") {
+    against_reference("llama2", "llama2_gguf");
+}
+TEST_CASE("text: GPT-2's vocabulary from a GGUF (model gpt2: merges) equals gpt-3-encoder") { against_reference("gpt2", "gpt2_gguf"); }
 #endif
 
 namespace {

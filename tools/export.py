@@ -21,9 +21,14 @@ Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--c
           file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
           --weights: the weight matrices quantized exactly as ctformer quantizes at load, stored as
           ct::weights<...> reads them back (docs/weights.md, "Quantized weights"); the alias says so.
+GGUF:     export.py MODEL.gguf [OUT.safetensors]   a llama.cpp file (architecture llama): prints the
+          alias ct::load_gguf reads it into; with OUT, writes it as this exporter does (Hugging Face
+          names, q/k rows un-permuted, values decoded to F32 as ggml does, its tokenizer as tables;
+          tools/gguf_export.py, numpy only).
 Tokenizer: export.py --tokenizer SRC OUT.safetensors [--header OUT.hpp --name NAME]
           SRC: a SentencePiece .model, a Hugging Face tokenizer.json (or a directory holding one),
-          or a directory with GPT-2's encoder.json + vocab.bpe (tools/tokenizer_export.py; no torch).
+          a llama.cpp .gguf (its tokenizer.ggml.* keys), or a directory with GPT-2's encoder.json +
+          vocab.bpe (tools/tokenizer_export.py; no torch).
 Module:   import export; export.export(module, "out.safetensors") -> the C++ alias (a string);
           export.export(module, path, config={...}) for a Llama-like module without .config;
           export.export(module, path, weights="int8_per_channel").
@@ -34,6 +39,12 @@ if __name__ == "__main__" and "--tokenizer" in sys.argv[1:]:  # (tables only: no
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tokenizer_export
     tokenizer_export.main([a for a in sys.argv[1:] if a != "--tokenizer"])
+    sys.exit(0)
+
+if __name__ == "__main__" and sys.argv[1:2] and sys.argv[1].endswith(".gguf"):  # (numpy only: tools/gguf_export.py)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gguf_export
+    print(gguf_export.export(*sys.argv[1:3]))
     sys.exit(0)
 
 import torch

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokenizers as tables: a SentencePiece .model (BPE or unigram), a Hugging Face tokenizer.json (BPE
-with byte fallback as in Llama-2, byte-level BPE as in GPT-2) or a directory with GPT-2's
-encoder.json + vocab.bpe, written as the tensors and metadata include/ctformer/text/ reads in place
+with byte fallback as in Llama-2, byte-level BPE as in GPT-2), a directory with GPT-2's
+encoder.json + vocab.bpe, or a llama.cpp .gguf (its tokenizer.ggml.* keys: "llama" or "gpt2"), written as the tensors and metadata include/ctformer/text/ reads in place
 (docs/text.md has the layout). Pure Python: no sentencepiece, protobuf or torch needed.
 
   python3 tools/export.py --tokenizer SRC OUT.safetensors [--header OUT.hpp --name NAME]
@@ -16,7 +16,7 @@ import os
 import struct
 import sys
 
-FORMAT = "ctformer.tokenizer.3"
+FORMAT = "ctformer.tokenizer.4"
 # piece kinds: SentencePiece's ModelProto.SentencePiece.Type numbers
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 M32 = 0xFFFFFFFF
@@ -64,7 +64,7 @@ def fmix32(h):
 
 def perfect_hash(keys, hash_of):
     """A hash-and-displace table over keys (None: not entered): the key of hash h is in bucket
-    (h * buckets) >> 32, and at slot (fmix32(h ^ d * 0x9E3779B9) * size) >> 32 where d is its
+    (fmix32(h) * buckets) >> 32, and at slot (fmix32(h ^ d * 0x9E3779B9) * size) >> 32 where d is its
     bucket's displacement; no two keys share a slot, so a lookup reads one slot. (displacements,
     slots: value index + 1, 0 empty)."""
     entries = [(hash_of(k), i) for i, k in enumerate(keys) if k is not None]
@@ -73,7 +73,7 @@ def perfect_hash(keys, hash_of):
     nb = max(1, (n + 3) // 4)
     buckets = [[] for _ in range(nb)]
     for h, i in entries:
-        buckets[(h * nb) >> 32].append((h, i))
+        buckets[(fmix32(h) * nb) >> 32].append((h, i))  # (mixed: FNV-1a's top bits cluster for pieces that differ at the end)
     slots, disp = [0] * size, [0] * nb
     for b in sorted(range(nb), key=lambda b: -len(buckets[b])):
         if not buckets[b]:
@@ -330,6 +330,53 @@ def read_tokenizer_json(path):
                 literals=[i for s, (i, sp) in added.items()])
 
 
+def read_gguf_tokenizer(path):
+    """tokenizer.ggml.* of a llama.cpp GGUF: model "llama" (SentencePiece BPE by score: tokens, scores,
+    token types, byte fallback, a space prefix) or "gpt2" (byte-level BPE: tokens, merges; GPT-2's
+    pre-tokenizer only)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gguf_reader import read_gguf
+    meta = read_gguf(path)[0]
+    model, tokens = meta.get("tokenizer.ggml.model"), meta.get("tokenizer.ggml.tokens")
+    if model is None or tokens is None:
+        raise ValueError("%s: no tokenizer.ggml.model / tokenizer.ggml.tokens" % path)
+    n = len(tokens)
+    types = meta.get("tokenizer.ggml.token_type", [NORMAL] * n)
+
+    def special(key):
+        v = meta.get("tokenizer.ggml.%s_token_id" % key, -1)
+        return v if 0 <= v < n else -1
+    ids = {"bos": special("bos"), "eos": special("eos"), "unk": special("unknown"), "pad": special("padding")}
+    if model == "llama":
+        scores = meta.get("tokenizer.ggml.scores", [0.0] * n)
+        pieces = [t.encode("utf-8", errors="surrogateescape") for t in tokens]
+        kinds = [k if k in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE) else NORMAL for k in types]
+        byte_ids = [M32] * 256
+        for i, p in enumerate(pieces):
+            if kinds[i] == BYTE:
+                byte_ids[int(p[3:5], 16)] = i
+        # llama.cpp's SentencePiece tokenizer: "▁" for spaces, one in front unless add_space_prefix is
+        # false, spaces kept as they are, no character map, bytes for what no piece covers
+        meta_out = dict(ids, kind="sentencepiece_bpe", add_dummy_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", True)),
+                        remove_extra_whitespaces=False, escape_whitespaces=True, byte_fallback=any(k == BYTE for k in kinds),
+                        split_literals=False, unk_surface=" \u2047 ")
+        return dict(pieces=pieces, scores=list(scores), kinds=kinds, byte_ids=byte_ids, merges=[], meta=meta_out, charsmap=b"",
+                    literals=[i for i, k in enumerate(kinds) if k == USER_DEFINED])
+    if model == "gpt2":
+        pre = meta.get("tokenizer.ggml.pre", "default")
+        if pre not in ("default", "gpt-2", "gpt2"):
+            raise ValueError("%s: pre-tokenizer %r: GPT-2's ('default') is the one the tables implement" % (path, pre))
+        vocab, added = {}, {}
+        for i, (t, k) in enumerate(zip(tokens, types)):
+            if k in (CONTROL, USER_DEFINED):
+                added[t] = (i, k == CONTROL)
+            else:
+                vocab[t] = i
+        merges = [tuple(m.split(" ")) for m in meta.get("tokenizer.ggml.merges", [])]
+        return _byte_level(vocab, merges, added, dict(ids, split_literals=True))
+    raise ValueError("%s: tokenizer.ggml.model %r: 'llama' or 'gpt2'" % (path, model))
+
+
 def read_source(src):
     if os.path.isdir(src):
         if os.path.exists(os.path.join(src, "tokenizer.json")):
@@ -341,6 +388,8 @@ def read_source(src):
         raise ValueError("%s: no tokenizer.json, tokenizer.model or encoder.json + vocab.bpe" % src)
     if src.endswith(".json"):
         return read_tokenizer_json(src)
+    if src.endswith(".gguf"):
+        return read_gguf_tokenizer(src)
     return read_sentencepiece(src)
 
 
@@ -489,8 +538,8 @@ def export(src, out, header=None, name="tokenizer"):
 def main(argv=None):
     import argparse
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("src", help="a SentencePiece .model, a tokenizer.json, or a directory holding one (or "
-                                "GPT-2's encoder.json + vocab.bpe)")
+    ap.add_argument("src", help="a SentencePiece .model, a tokenizer.json, a llama.cpp .gguf, or a directory "
+                                "holding one of the first two (or GPT-2's encoder.json + vocab.bpe)")
     ap.add_argument("out", help="the .safetensors file to write")
     ap.add_argument("--header", help="also write the tables as constexpr arrays into this header")
     ap.add_argument("--name", default="tokenizer", help="the header's names' prefix")

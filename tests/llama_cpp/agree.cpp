@@ -22,6 +22,7 @@
 #include <ctformer/ctformer.hpp>
 #include <ctformer/io/file.hpp>
 #include <ctformer/io/gguf_load.hpp>
+#include <ctformer/io/state_dict.hpp>
 
 namespace ct = ctformer;
 
@@ -29,7 +30,7 @@ using Model = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_head
 constexpr ct::token eos = 2;
 constexpr std::size_t max_len = 8 + 64 + 1;
 
-static Model::Params params;
+static Model::Params params, exported;
 static Model::KVCache<1, 128> cache;
 static Model::GenerateWorkspace<4> gws;
 static Model::Workspace<1, max_len> fws;
@@ -42,6 +43,32 @@ struct tally {
     std::size_t runs = 0, equal_runs = 0, positions = 0, forced_equal = 0;
     double worst_gap = 0;  // the largest logit gap (ctformer's top minus llama.cpp's token) where they differ
 };
+
+// tools/export.py's safetensors of the same file (where run.sh wrote one): loads with its
+// configuration required and holds the values ct::load_gguf read, bit for bit.
+struct status_or_skip {
+    bool checked = false, same = false;
+};
+static status_or_skip same_as_exported(const std::string& gguf) {
+    static ct::mapped_file f;
+    static ct::safetensors::file<64> st;
+    const std::string path = gguf.substr(0, gguf.size() - 5) + ".safetensors";
+    if (!f.open(path.c_str()).ok()) return {};
+    ct::safetensors::load_options opt;
+    opt.require_config = true;
+    ct::status s = st.parse(f.bytes());
+    if (s) s = ct::load_state_dict(exported, st, {}, opt);
+    if (!s) return std::fprintf(stderr, "%s: %s %s\n", path.c_str(), ct::to_string(s.code), s.tensor_name().data()), status_or_skip{true, false};
+    std::size_t off = 0, n = 0;
+    ct::for_each_tensor(exported, [&](std::string_view name, const auto& a) {
+        ct::for_each_tensor(params, [&](std::string_view name2, const auto& b) {
+            if (name != name2) return;
+            for (std::size_t i = 0; i < a.size; ++i, ++n) off += a.get(i) != b.get(i);
+        });
+    });
+    std::printf("%s (tools/export.py): %zu of %zu values differ from ct::load_gguf's\n", path.c_str(), off, n);
+    return {true, off == 0 && n == ct::parameter_count<Model::Params>()};
+}
 
 static std::vector<ct::token> ids(const std::string& s) {
     std::istringstream in(s);
@@ -68,6 +95,7 @@ int main(int argc, char** argv) {
             if (!st) return std::fprintf(stderr, "%s: %s %s\n", file.c_str(), ct::to_string(st.code), st.tensor_name().data()), 1;
             loaded = file;
             order.push_back(file);
+            if (const status_or_skip e = same_as_exported(std::string(argv[1]) + "/" + file); e.checked && !e.same) return 1;
         }
         tally& t = by_file[file];
         // free-running: greedy from the prompt, stopping where llama.cpp stops (its end-of-sequence token)

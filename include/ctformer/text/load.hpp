@@ -18,7 +18,7 @@
 
 namespace ctformer {
 
-inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.3";
+inline constexpr std::string_view tokenizer_format = "ctformer.tokenizer.4";
 
 namespace detail {
 constexpr bool parse_int(std::string_view s, std::int64_t& v) {
@@ -46,7 +46,7 @@ constexpr bool parse_kind(std::string_view s, text::tokenizer_kind& k) {
 // The configuration from metadata: get(key) -> the value string (empty if absent).
 template <class Get> constexpr status tokenizer_config_from(Get&& get, text::tokenizer_config& c, std::int64_t& vocab) {
     if (get("tokenizer.format") != tokenizer_format)
-        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.3)
+        return status::error(errc::config_mismatch, "tokenizer.format");  // (not ctformer.tokenizer.4)
     if (!parse_kind(get("tokenizer.kind"), c.kind)) return status::error(errc::config_mismatch, "tokenizer.kind");
     if (!parse_int(get("tokenizer.vocab"), vocab)) return status::error(errc::malformed_header, "tokenizer.vocab");
     struct id_field {

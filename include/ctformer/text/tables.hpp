@@ -191,7 +191,7 @@ class tables {
     }
     // (one slot: the piece the exporter placed there for this hash's bucket, or none)
     constexpr std::uint32_t find_hashed(std::uint32_t h, const char* s, std::size_t n) const {
-        const std::uint32_t d = r_.displacements.at(detail::slot_of(h, r_.displacements.count()));
+        const std::uint32_t d = r_.displacements.at(detail::slot_of(detail::fmix32(h), r_.displacements.count()));
         const std::uint32_t v = r_.index.at(detail::slot_of(detail::fmix32(h ^ (d * 0x9E3779B9u)), r_.index.count()));
         return v != 0 && r_.lengths.u8(v - 1) == n && same(r_.bytes.p + start(v - 1), s, n) ? v - 1 : no_id;
     }
