@@ -8,6 +8,9 @@
 #include <ctformer/io/gguf_load.hpp>
 
 #include "common.hpp"
+#if defined(__GNUC__) && !defined(__clang__)  // (GCC 12 pairs the counting operator delete with the GGUF
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // writer's inlined std::vector new: a false positive)
+#endif
 #include "gguf/writer.hpp"
 #include "reference.hpp"
 

@@ -1,17 +1,42 @@
-// libFuzzer target for the GGUF reader (io/gguf.hpp): any byte string parses or returns an error
-// leaving the index empty; a parsed file's every key, value, array element and tensor byte is
-// read without leaving the buffer (ASan + UBSan in CI; seeds in tests/fuzz/corpus_gguf).
+// libFuzzer target for the GGUF reader (io/gguf.hpp) and the loader (io/gguf_load.hpp): any byte
+// string parses or returns an error leaving the index empty; a parsed file's every key, value,
+// array element and tensor byte is read without leaving the buffer; a parsed file loads into a
+// small Llama (dense, and int4) or returns an error having written nothing (ASan + UBSan in CI;
+// seeds in tests/fuzz/corpus_gguf: tiny_llama_*.gguf are that Llama in F32, Q8_0 and Q4_0, written
+// by benchmarks/llama_cpp/write_models.py's write_gguf).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string_view>
 
+#include <cstring>
+
 #include <ctformer/io/gguf.hpp>
+#include <ctformer/io/gguf_load.hpp>
+#include <ctformer/models/llama.hpp>
 
 namespace {
 ctformer::gguf::file<64, 64> g;
+using Dense = ctformer::Llama<16, 8, 1, ctformer::d_model<32>, ctformer::heads<4>, ctformer::kv_heads<2>, ctformer::ffn_dim<64>,
+                              ctformer::norm_eps<1, 100000>>;
+using Int4 = ctformer::Llama<16, 8, 1, ctformer::d_model<32>, ctformer::heads<4>, ctformer::kv_heads<2>, ctformer::ffn_dim<64>,
+                             ctformer::norm_eps<1, 100000>, ctformer::weights<ctformer::int4_group<32>>>;
+Dense::Params dense;
+Int4::Params int4;
+
+// load_gguf into p: on an error, p's bytes are as they were (a pattern set before)
+template <class P> unsigned load_all_or_nothing(P& p) {
+    std::memset(static_cast<void*>(&p), 0x5a, sizeof p);
+    ctformer::safetensors::load_options opt;
+    opt.reject_non_finite = true;
+    if (ctformer::load_gguf(p, g, opt)) return 1;
+    const auto* raw = reinterpret_cast<const unsigned char*>(&p);
+    for (std::size_t i = 0; i < sizeof p; ++i)
+        if (raw[i] != 0x5a) std::abort();
+    return 0;
 }
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     namespace gg = ctformer::gguf;
@@ -35,5 +60,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const gg::tensor_info& t = g.tensor(i);
         if (t.bytes) sum += static_cast<unsigned>(g.data(t)[0]) + static_cast<unsigned>(g.data(t)[t.bytes - 1]);
     }
+    sum += load_all_or_nothing(dense) + load_all_or_nothing(int4);
     return sum == 0xFFFFFFFFu;  // (keeps the reads)
 }

@@ -231,6 +231,8 @@ TEST_CASE("gguf load: every configuration key, name, shape and format error is a
                      ct::errc::config_mismatch, "llama.attention.layer_norm_rms_epsilon"});
     cases.push_back({"eps absent", tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", none)), ct::errc::config_mismatch,
                      "llama.attention.layer_norm_rms_epsilon"});
+    cases.push_back({"a required key absent", tensors_of(keys_except("llama.feed_forward_length", none)), ct::errc::config_mismatch,
+                     "llama.feed_forward_length: file absent"});
     cases.push_back({"theta", tensors_of(keys_except("llama.rope.freq_base", [](gguf_writer& w) {
                          w.scalar<float>("llama.rope.freq_base", gg::value_type::f32, 500000.f); })),
                      ct::errc::config_mismatch, "llama.rope.freq_base"});

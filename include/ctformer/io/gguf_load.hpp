@@ -94,10 +94,12 @@ inline status config_error(std::string_view key, std::uint64_t file, std::size_t
     f << static_cast<std::size_t>(file), t << type;
     return config_error(key, f.view(), t.view());
 }
-// A llama.* key's integer (absent: fallback; present but not a non-negative integer: an error).
+// A llama.* key's integer (absent: fallback, or an error where there is none (0); present but not a
+// non-negative integer: an error).
 template <class G> status key_number(const G& g, std::string_view key, std::uint64_t fallback, std::uint64_t& out) {
     const kv* e = g.find(key);
     out = fallback;
+    if (!e && fallback == 0) return config_error(key, "absent", "required");
     if (e && !e->v.get(out)) return status::error(errc::config_mismatch, key);
     return {};
 }
