@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <ctformer/ctformer.hpp>
+#include <ctformer/io/file.hpp>
+#include <ctformer/io/gguf_load.hpp>
 
 #include "bench_main.hpp"
 #include "probes.hpp"
@@ -27,7 +29,8 @@ template <std::size_t KV, class... O>
 using Stories = ct::Llama<32000, Ctx, 6, ct::d_model<288>, ct::heads<6>, ct::kv_heads<KV>, ct::ffn_dim<768>,
                           ct::norm_eps<1, 100000>, O...>;
 // Quantized weights (#39), from the same float file (quantized at load), against llama.cpp's Q8_0
-// and Q4_0 files of the same weights (write_models.py: stories15M_q8_0, stories15M_q4_0)
+// and Q4_0 files of the same weights (write_models.py: stories15M_q8_0, stories15M_q4_0); int4 reads
+// llama.cpp's Q4_0 file itself (ct::load_gguf: Q4_0 into int4_group<32> as stored)
 using StoriesBf16 = Stories<6, ct::weights<ct::bf16>>;
 using StoriesInt8 = Stories<6, ct::weights<ct::int8_per_channel>>;
 using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32>>>;
@@ -43,9 +46,11 @@ template <class P> bool load(P& p, const char* name, benchmark::State& st) {
     if (const char* dir = std::getenv("CTFORMER_PEER_MODELS")) {
         static ct::mapped_file file;
         static ct::safetensors::file<128> f;
-        ct::status s = file.open((std::string(dir) + "/" + name + ".safetensors").c_str());
-        if (s) s = f.parse(file.bytes());
-        if (s) s = ct::load_state_dict(p, f);
+        static ct::gguf::file<64, 128> g;
+        const bool gguf = std::string_view(name).ends_with(".gguf");  // llama.cpp's own file, read as it is
+        ct::status s = file.open((std::string(dir) + "/" + name + (gguf ? "" : ".safetensors")).c_str());
+        if (s) s = gguf ? g.parse(file.bytes()) : f.parse(file.bytes());
+        if (s) s = gguf ? ct::load_gguf(p, g) : ct::load_state_dict(p, f);
         if (!s) {
             st.SkipWithError((std::string(name) + ": " + ct::to_string(s.code) + " " + std::string(s.tensor_name())).c_str());
             return false;
@@ -131,22 +136,22 @@ int main(int argc, char** argv) {
     add("decode/gpt2_d256/generate", [](benchmark::State& st) { BM_generate<GPT2>(st, "gpt2_d256"); });
     add("decode/stories15M_bf16/generate", [](benchmark::State& st) { BM_generate<StoriesBf16>(st, "stories15M"); });
     add("decode/stories15M_int8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M"); });
-    add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M"); });
+    add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_int8_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M"); });
-    add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M"); });
+    add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
     add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });
-    add("decode/stories15M_int4_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M", 2); });
+    add("decode/stories15M_int4_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M_q4_0.gguf", 2); });
     add("decode/stories15M_int8_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M", 2); });
-    add("decode/stories15M_int4_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M", 2); });
+    add("decode/stories15M_int4_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf", 2); });
     add("decode/stories15M_t2/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
     add("decode/gpt2_d256/prefill", [](benchmark::State& st) { BM_prefill<GPT2>(st, "gpt2_d256"); });
     add("decode/stories15M_int8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8>(st, "stories15M"); });
-    add("decode/stories15M_int4/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4>(st, "stories15M"); });
+    add("decode/stories15M_int4/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_int8_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8A8>(st, "stories15M"); });
-    add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M"); });
+    add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     return bench::main(argc, argv);
 }

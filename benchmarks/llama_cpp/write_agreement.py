@@ -4,7 +4,8 @@
 blocks per row) written in F32 by write_models.py's converter rules (Hugging Face weights, q/k rows
 permuted), then quantized by llama.cpp itself (llama_model_quantize from node-llama-cpp's libllama,
 the quantize tool's function) into F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M and Q6_K: the formats
-users download, each mixing what llama.cpp's rules choose per tensor.
+users download, each mixing what llama.cpp's rules choose per tensor; and Q4_0 --pure (every matrix
+Q4_0), which ctformer's int4 weights also read as stored.
 
 The weights are scaled so the model is confident (logits several nats apart, as a trained model's
 are where it repeats itself): the LM head at std 0.5, the rest at 0.05.
@@ -43,10 +44,12 @@ llama.llama_model_quantize_default_params.restype = QuantizeParams
 llama.llama_model_quantize.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(QuantizeParams)]
 llama.llama_model_quantize.restype = ctypes.c_uint32
 llama.llama_backend_init()
-FTYPES = {"f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
+# (q4_0_pure: every matrix Q4_0, the output and embedding too, as --pure makes it: what ctformer's
+# int4_group<32> weights hold as stored; llama.cpp's q4_0 keeps the output in Q6_K)
+FTYPES = {"f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_0_pure": 2, "q4_k_m": 15, "q5_k_m": 17, "q6_k": 18}
 for name, ftype in FTYPES.items():
     p = llama.llama_model_quantize_default_params()
-    p.nthread, p.ftype = 2, ftype
+    p.nthread, p.ftype, p.pure = 2, ftype, name.endswith("_pure")
     src, dst = os.path.join(out, "agree.gguf"), os.path.join(out, "agree_%s.gguf" % name)
     if llama.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)) != 0:
         sys.exit("llama_model_quantize failed for " + name)

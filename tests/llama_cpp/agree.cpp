@@ -5,6 +5,9 @@
 //   free-running  ctformer's greedy tokens from the same prompt, equal to llama.cpp's (all of them)
 //   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
 //                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
+// For the all-Q4_0 file, also ctformer's int4 weights read as stored (weight-only: the dense model's
+// logits exactly; with int8 activations: llama.cpp's Q4_0 x Q8_0 arithmetic, "vs dense logits" its
+// measured difference).
 // Pass: float files (F32, F16, BF16): every position agrees or is a near-tie, ctformer's logit of
 // llama.cpp's token within tie(format) of its top logit (the logits are ~20 here): F32 1e-3 (the
 // order of float sums), F16 1e-2 and BF16 0.1 (llama.cpp rounds the activations to the weights'
@@ -12,7 +15,10 @@
 // (llama.cpp multiplies them with activations quantized to Q8_0/Q8_K blocks, ctformer here with
 // float activations: the difference is llama.cpp's rounding).
 // Usage: gguf_agreement DIR LLAMA_CPP.txt
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -31,16 +37,27 @@ constexpr ct::token eos = 2;
 constexpr std::size_t max_len = 8 + 64 + 1;
 
 static Model::Params params, exported;
-static Model::KVCache<1, 128> cache;
-static Model::GenerateWorkspace<4> gws;
-static Model::Workspace<1, max_len> fws;
+// Llama.cpp's Q4_0 file also into ctformer's int4 weights (as stored), weight-only and with int8 activations
+using Int4 = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
+                       ct::weights<ct::int4_group<32>>>;
+using Int4A8 = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
+                         ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+static Int4::Params int4;
+static Int4A8::Params int4_a8;
+template <class M> struct rig {
+    static inline typename M::template KVCache<1, 128> cache;
+    static inline typename M::template GenerateWorkspace<4> gws;
+    static inline typename M::template Workspace<1, max_len> fws;
+    static inline ct::Tensor<float, 1, max_len, 512> logits;
+};
 static ct::Tensor<ct::token, 1, max_len> seq;
-static ct::Tensor<float, 1, max_len, 512> logits;
+static ct::Tensor<float, 1, max_len, 512> dense_logits;  // the dense model's, for the quantized variants' difference
 static ct::gguf::file<32, 64> gguf_index;
 static ct::mapped_file mapped;
 
 struct tally {
     std::size_t runs = 0, equal_runs = 0, positions = 0, forced_equal = 0;
+    double logit_diff = -1;  // quantized variants: max |logit - the dense model's| over the forced positions (-1: dense)
     double worst_gap = 0;  // the largest logit gap (ctformer's top minus llama.cpp's token) where they differ
 };
 
@@ -77,6 +94,52 @@ static std::vector<ct::token> ids(const std::string& s) {
     return v;
 }
 
+// One of llama.cpp's runs against model M: free-running greedy tokens, then the argmax at every
+// position of llama.cpp's sequence (its stop included when it stopped early).
+template <class M>
+static bool one_run(const typename M::Params& p, tally& t, const std::string& file, const std::string& line,
+                    const std::vector<ct::token>& prompt, const std::vector<ct::token>& want) {
+    using R = rig<M>;
+    std::vector<ct::token> got;
+    R::cache.reset();
+    const ct::status st = M::generate(p, R::gws, R::cache, prompt.data(), prompt.size(), 64, ct::sampling{.temperature = 0},
+                                      [&](ct::token tok) {
+                                          if (tok == eos) return false;
+                                          got.push_back(tok);
+                                          return true;
+                                      });
+    if (!st) return std::fprintf(stderr, "generate: %s\n", ct::to_string(st.code)), false;
+    ++t.runs;
+    t.equal_runs += got == want;
+    std::vector<ct::token> full = prompt;
+    full.insert(full.end(), want.begin(), want.end());
+    const std::size_t n = full.size(), targets = want.size() + (want.size() < 64);
+    for (std::size_t i = 0; i < max_len; ++i) seq.storage[i] = i < n ? full[i] : 0;
+    if (!M::forward(p, R::fws, seq, R::logits).ok()) return false;
+    const bool dense = std::is_same_v<M, Model>;
+    if (dense) dense_logits = R::logits;
+    for (std::size_t k = 0; k < targets; ++k) {
+        const std::size_t at = (prompt.size() - 1 + k) * 512;
+        const float* row = R::logits.data() + at;
+        std::size_t best = 0;
+        for (std::size_t v = 0; v < 512; ++v) {
+            if (row[v] > row[best]) best = v;
+            if (!dense) t.logit_diff = std::max(t.logit_diff < 0 ? 0.0 : t.logit_diff, static_cast<double>(std::fabs(row[v] - dense_logits.data()[at + v])));
+        }
+        const ct::token expect = k < want.size() ? want[k] : eos;
+        t.forced_equal += static_cast<ct::token>(best) == expect;
+        if (static_cast<ct::token>(best) != expect) {  // how close the call was: ctformer's logits of both tokens
+            const double gap = double(row[best]) - double(row[expect]);
+            t.worst_gap = gap > t.worst_gap ? gap : t.worst_gap;
+            std::printf("  %s prompt %s position %zu: ctformer %zu (%.5f), llama.cpp %d (%.5f), gap %.2g\n", file.c_str(),
+                        line.substr(file.size() + 1, line.find(' ', file.size() + 1) - file.size() - 1).c_str(), k, best,
+                        double(row[best]), int(expect), double(row[expect]), gap);
+        }
+        ++t.positions;
+    }
+    return true;
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) return std::fprintf(stderr, "usage: gguf_agreement DIR LLAMA_CPP.txt\n"), 2;
     std::ifstream in(argv[2]);
@@ -97,52 +160,31 @@ int main(int argc, char** argv) {
             order.push_back(file);
             if (const status_or_skip e = same_as_exported(std::string(argv[1]) + "/" + file); e.checked && !e.same) return 1;
         }
-        tally& t = by_file[file];
-        // free-running: greedy from the prompt, stopping where llama.cpp stops (its end-of-sequence token)
-        std::vector<ct::token> got;
-        cache.reset();
-        const ct::status st = Model::generate(params, gws, cache, prompt.data(), prompt.size(), 64, ct::sampling{.temperature = 0},
-                                              [&](ct::token tok) {
-                                                  if (tok == eos) return false;
-                                                  got.push_back(tok);
-                                                  return true;
-                                              });
-        if (!st) return std::fprintf(stderr, "generate: %s\n", ct::to_string(st.code)), 1;
-        ++t.runs;
-        t.equal_runs += got == want;
-        // forced: the argmax at every position of llama.cpp's sequence (its stop included when early)
-        std::vector<ct::token> full = prompt;
-        full.insert(full.end(), want.begin(), want.end());
-        const std::size_t n = full.size(), targets = want.size() + (want.size() < 64);
-        for (std::size_t i = 0; i < max_len; ++i) seq.storage[i] = i < n ? full[i] : 0;
-        if (!Model::forward(params, fws, seq, logits).ok()) return 1;
-        for (std::size_t k = 0; k < targets; ++k) {
-            const float* row = logits.data() + (prompt.size() - 1 + k) * 512;
-            std::size_t best = 0;
-            for (std::size_t v = 1; v < 512; ++v)
-                if (row[v] > row[best]) best = v;
-            const ct::token expect = k < want.size() ? want[k] : eos;
-            t.forced_equal += static_cast<ct::token>(best) == expect;
-            if (static_cast<ct::token>(best) != expect) {  // how close the call was: ctformer's logits of both tokens
-                const double gap = double(row[best]) - double(row[expect]);
-                t.worst_gap = gap > t.worst_gap ? gap : t.worst_gap;
-                std::printf("  %s prompt %s position %zu: ctformer %zu (%.5f), llama.cpp %d (%.5f), gap %.2g\n", file.c_str(),
-                            line.substr(file.size() + 1, line.find(' ', file.size() + 1) - file.size() - 1).c_str(), k, best,
-                            double(row[best]), int(expect), double(row[expect]), gap);
+        if (!one_run<Model>(params, by_file[file], file, line, prompt, want)) return 1;
+        if (file == "agree_q4_0_pure.gguf") {
+            if (by_file.count(file + " int4") == 0) {
+                ct::status s = ct::load_gguf(int4, gguf_index);
+                if (s) s = ct::load_gguf(int4_a8, gguf_index);
+                if (!s) return std::fprintf(stderr, "%s into int4: %s %s\n", file.c_str(), ct::to_string(s.code), s.tensor_name().data()), 1;
+                order.push_back(file + " int4"), order.push_back(file + " int4_a8");
             }
-            ++t.positions;
+            if (!one_run<Int4>(int4, by_file[file + " int4"], file, line, prompt, want)) return 1;
+            if (!one_run<Int4A8>(int4_a8, by_file[file + " int4_a8"], file, line, prompt, want)) return 1;
         }
     }
     bool pass = !order.empty();
-    std::printf("%-20s %14s %20s %16s\n", "file", "equal runs", "forced agreement", "largest gap");
+    std::printf("%-26s %14s %20s %12s %14s\n", "file", "equal runs", "forced agreement", "largest gap", "vs dense logits");
     for (const std::string& f : order) {
         const tally& t = by_file[f];
         const double tie = f == "agree.gguf" ? 1e-3 : f == "agree_f16.gguf" ? 1e-2 : f == "agree_bf16.gguf" ? 0.1 : 0;
         const double forced = double(t.forced_equal) / double(t.positions);
         const bool ok = tie > 0 ? t.worst_gap <= tie : forced >= 0.95;
         pass = pass && ok;
-        std::printf("%-20s %9zu / %zu %12zu / %zu (%.1f%%) %12.2g  %s\n", f.c_str(), t.equal_runs, t.runs, t.forced_equal, t.positions,
-                    100 * forced, t.worst_gap, ok ? "ok" : tie > 0 ? "FAIL (a difference beyond a near-tie)" : "FAIL (< 95%)");
+        char diff[32] = "-";
+        if (t.logit_diff >= 0) std::snprintf(diff, sizeof diff, "%.2g", t.logit_diff);
+        std::printf("%-26s %9zu / %zu %12zu / %zu (%.1f%%) %10.2g %14s  %s\n", f.c_str(), t.equal_runs, t.runs, t.forced_equal,
+                    t.positions, 100 * forced, t.worst_gap, diff,
+                    ok ? "ok" : tie > 0 ? "FAIL (a difference beyond a near-tie)" : "FAIL (< 95%)");
     }
     return pass ? 0 : 1;
 }

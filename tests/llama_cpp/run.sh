@@ -11,6 +11,6 @@ mkdir -p "$out"
   { tail -20 "$out/quantize.log"; exit 1; }
 # tools/export.py's safetensors of two of them: gguf_agreement checks they hold what ct::load_gguf reads
 for f in agree_q4_k_m agree_q6_k; do /usr/bin/python3 "$src/tools/export.py" "$out/$f.gguf" "$out/$f.safetensors" >/dev/null; done
-files=(agree.gguf agree_f16.gguf agree_bf16.gguf agree_q8_0.gguf agree_q4_0.gguf agree_q4_k_m.gguf agree_q5_k_m.gguf agree_q6_k.gguf)
+files=(agree.gguf agree_f16.gguf agree_bf16.gguf agree_q8_0.gguf agree_q4_0.gguf agree_q4_0_pure.gguf agree_q4_k_m.gguf agree_q5_k_m.gguf agree_q6_k.gguf)
 LLAMA_NODE_PATH="$node_modules" node "$src/benchmarks/llama_cpp/agree.mjs" "$out" "$out/llama_cpp.txt" "${files[@]}"
 "$bin" "$out" "$out/llama_cpp.txt"
