@@ -220,11 +220,39 @@ TEST_CASE("text: SentencePiece BPE (identity, whitespace kept, <unk>) equals Sen
 #ifdef CTFORMER_TEXT_REFS
 TEST_CASE("text: GPT-2's byte-level BPE equals gpt-3-encoder") { against_reference("gpt2", "gpt2"); }
 TEST_CASE("text: Llama-2's vocabulary (tokenizer.json) equals llama-tokenizer-js") { against_reference("llama2", "llama2"); }
-// the same vocabularies as a llama.cpp GGUF stores them (tokenizer.ggml.*: tests/data/text/gguf_vocab.py)
-TEST_CASE("text: Llama-2's vocabulary from a GGUF (model llama: scores) equals llama-tokenizer-js") {
-    against_reference("llama2", "llama2_gguf");
+// The same vocabularies as a llama.cpp GGUF stores them (tokenizer.ggml.*: tests/data/text/gguf_vocab.py),
+// against llama.cpp's own tokens on those files (tests/data/text/expected_gguf.json: gen_gguf.mjs).
+// (Llama-2's differs from llama-tokenizer-js where that one cuts <s> out of the text first, as
+// Hugging Face's tokenizers do; llama.cpp, like SentencePiece, does not by default.)
+static void against_llama_cpp(const std::string& name) {
+    const loaded l(name);
+    const std::vector<std::byte> raw = test::read_file("text/expected_gguf.json");
+    const char* p = reinterpret_cast<const char*>(raw.data());
+    js::json j{p, p + raw.size()};
+    std::vector<std::vector<ct::token>> want;
+    j.expect('{');
+    do {
+        const std::string_view key = j.string();
+        j.expect(':');
+        auto ids = int_arrays(j);
+        if (key == name) want = std::move(ids);
+    } while (j.eat(','));
+    REQUIRE(j.ok);
+    const auto& texts = expected().texts;
+    REQUIRE(want.size() == texts.size());
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        const auto got = encode(l.tok, texts[i]);
+        if (got != want[i] && bad++ < 5)
+            MESSAGE(name << ": encode \"" << texts[i] << "\"\n  got  " << show(got) << "\n  want " << show(want[i]));
+    }
+    CHECK_MESSAGE(bad == 0, name << ": " << bad << " of " << texts.size() << " strings encode differently from llama.cpp");
 }
-TEST_CASE("text: GPT-2's vocabulary from a GGUF (model gpt2: merges) equals gpt-3-encoder") { against_reference("gpt2", "gpt2_gguf"); }
+TEST_CASE("text: Llama-2's vocabulary from a GGUF (model llama: scores) encodes as llama.cpp does") { against_llama_cpp("llama2_gguf"); }
+TEST_CASE("text: GPT-2's vocabulary from a GGUF (model gpt2: merges) encodes as llama.cpp and gpt-3-encoder do") {
+    against_llama_cpp("gpt2_gguf");
+    against_reference("gpt2", "gpt2_gguf");
+}
 #endif
 
 namespace {

