@@ -51,6 +51,7 @@ inline double check_rel(const char* what, const float* got, const float* want, s
 template <class Fmt> const char* fmt_name() {
     if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
     else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else if constexpr (Fmt::per_word == 4) return "int8_group";
     else return "int4";
 }
 

@@ -22,7 +22,8 @@ using namespace quant_test;
 // ---- Storage: quantize, dequantize, edge cases ----
 
 TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int4_group<32>) {
+                   ct::int8_per_channel, ct::int8_group<16>, ct::int4_group<32>) {
+    constexpr bool int4 = Fmt::per_word == 8;
     constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
@@ -39,7 +40,7 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
                 bound = std::fabs(x) * 0x1p-8;  // round to nearest with 8 significant bits
             } else {  // half a step; int4: a step where Q4_0's rule clips (a value of the opposite sign
                       // near the group's extreme would need +8 steps: it gets 7)
-                bound = (Fmt::group ? 1.0 : 0.5) * std::fabs(double(w.scales[W::scale_index(o, k)])) * (1 + 1e-6);
+                bound = (int4 ? 1.0 : 0.5) * std::fabs(double(w.scales[W::scale_index(o, k)])) * (1 + 1e-6);
             }
             INFO("o " << o << " k " << k << ": " << x << " -> " << y);
             REQUIRE(std::fabs(x - y) <= bound);
@@ -52,8 +53,15 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         for (std::size_t k = k0; k < k1; ++k)
             if (k != 40) CHECK(w.get(9 * In + k) == 0.f);
     }
-    // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule)
-    if constexpr (Fmt::group > 0) {
+    // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule); int8
+    // groups put it at ±127 steps (Q8_0's rule)
+    if constexpr (Fmt::group > 0 && !int4) {
+        const std::size_t o = 2;
+        double m = 0;
+        for (std::size_t k = 0; k < Fmt::group; ++k) m = std::max(m, std::fabs(double(v[o * In + k])));
+        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / 127).epsilon(1e-6));
+    }
+    if constexpr (int4) {
         const std::size_t o = 2;
         double m = 0;
         for (std::size_t k = 0; k < Fmt::group; ++k) m = std::fabs(v[o * In + k]) > std::fabs(m) ? v[o * In + k] : m;
@@ -105,7 +113,7 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
 // (one int4 group size across this file's kernels and models: every kernel instantiation is
 // compiled once per format and activation, and this suite is built for every ISA in CI)
 TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int4_group<16>) {
+                   ct::int8_per_channel, ct::int8_group<32>, ct::int4_group<16>) {
     kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }

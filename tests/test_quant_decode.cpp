@@ -25,6 +25,7 @@ namespace ck = ct::kernels;
 
 using I8 = ct::int8_dot<ct::int8_per_channel>;
 using I4 = ct::int8_dot<ct::int4_group<16>>;
+using I8G = ct::int8_dot<ct::int8_group<16>>;  // (GGUF's Q6_K as stored; Q8_0 is int8_group<32>)
 
 std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
     const std::int32_t b = (w >> (8 * j)) & 0xff;
@@ -202,7 +203,7 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
     }
 }
 
-TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I4) {
+TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I4) {
     constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
     int8_kernel_case<Fmt, 3 * NR + 5, 1056>();  // K in two chunks (five in compact builds), an edge panel
     int8_kernel_case<Fmt, 8, 64>();             // one partial panel
@@ -210,6 +211,10 @@ TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequanti
 }
 TEST_CASE("quant int8: int4 groups wider than a block (64: two blocks of 32 a group)") {
     int8_kernel_case<ct::int8_dot<ct::int4_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
+}
+TEST_CASE("quant int8: int8 groups of 32 (GGUF's Q8_0) and wider than a block (64)") {
+    int8_kernel_case<ct::int8_dot<ct::int8_group<32>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
+    int8_kernel_case<ct::int8_dot<ct::int8_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
 }
 
 TEST_CASE_TEMPLATE("quant int8: NaN or inf in a row's activations makes that row's outputs NaN, the other rows exact", Fmt, I8,

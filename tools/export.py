@@ -16,7 +16,7 @@ Supported (Debian's python3-torch only; no safetensors package needed):
     model.safetensors / pytorch_model.bin)                         -> ct::Llama<...>
 
 Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--config CONFIG.json]
-                    [--weights bf16 | int8_per_channel | int4_group<G>]
+                    [--weights bf16 | int8_per_channel | int8_group<G> | int4_group<G>]
           MODEL: a directory (Hugging Face), a file torch.load reads into a module, or a state_dict
           file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
           --weights: the weight matrices quantized exactly as ctformer quantizes at load, stored as
@@ -188,7 +188,7 @@ def cpp_alias(c, dtype, name="Model", weights=("dense", 0)):
     if T == "double":
         o.append("ct::dtype<double>")
     if weights[0] != "dense":
-        o.append("ct::weights<ct::%s>" % (weights[0] if not weights[1] else "int4_group<%d>" % weights[1]))
+        o.append("ct::weights<ct::%s>" % (weights[0] if not weights[1] else "%s<%d>" % weights))
     if c["kind"] == "llama":  # llama_config's defaults cover the rest unless they differ
         if c["activation"] != "silu":
             o.append("ct::activation<ct::%s>" % c["activation"])
@@ -232,10 +232,12 @@ def parse_weights(w):
         return "dense", 0
     if w in ("bf16", "int8_per_channel"):
         return w, 0
-    g = w.replace("int4_group", "").strip("<>")
-    if w.startswith("int4_group") and g.isdigit() and int(g) in (8, 16, 32, 64, 128, 256):
-        return "int4_group", int(g)
-    raise ValueError("export: --weights is bf16, int8_per_channel or int4_group<G> (G in 8..256, a power of two)")
+    for fmt, sizes in (("int4_group", (8, 16, 32, 64, 128, 256)), ("int8_group", (16, 32, 64, 128, 256))):
+        g = w.replace(fmt, "").strip("<>")
+        if w.startswith(fmt) and g.isdigit() and int(g) in sizes:
+            return fmt, int(g)
+    raise ValueError("export: --weights is bf16, int8_per_channel, int8_group<G> (G in 16..256) or int4_group<G> "
+                     "(G in 8..256, a power of two)")
 
 
 def quantize(name, w, fmt, group):
@@ -250,8 +252,12 @@ def quantize(name, w, fmt, group):
         q = torch.where(s[:, None] == 0, torch.zeros_like(w64), torch.round(w64 / s.double()[:, None])).clamp(-127, 127)
         return {name: q.to(torch.int8), name + "_scale": s}
     if in_f % group or in_f % 8:
-        raise ValueError("export: %s has %d inputs, not a multiple of the int4 group %d" % (name, in_f, group))
+        raise ValueError("export: %s has %d inputs, not a multiple of the group %d" % (name, in_f, group))
     g = w64.reshape(out_f, in_f // group, group)
+    if fmt == "int8_group":
+        s = (g.abs().amax(dim=2) / 127).to(torch.float32)
+        q = torch.where(s[:, :, None] == 0, torch.zeros_like(g), torch.round(g / s.double()[:, :, None])).clamp(-127, 127)
+        return {name: q.reshape(out_f, in_f).to(torch.int8), name + "_scale": s}
     m = torch.gather(g, 2, g.abs().argmax(dim=2, keepdim=True))  # the value of largest magnitude (first)
     s = (m / -8).to(torch.float32)
     q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-8, 7).to(torch.int16).reshape(out_f, in_f)
@@ -344,7 +350,7 @@ def main(argv=None):
     ap.add_argument("--header", help="also write the C++ alias into this header")
     ap.add_argument("--name", default="Model", help="the alias's name")
     ap.add_argument("--config", help="for a state_dict file: a JSON object of ctformer's fields")
-    ap.add_argument("--weights", help="bf16, int8_per_channel or int4_group<G>: the weight matrices quantized")
+    ap.add_argument("--weights", help="bf16, int8_per_channel, int8_group<G> or int4_group<G>: the weight matrices quantized")
     a = ap.parse_args(argv)
     module = _HFLlama(a.model) if os.path.isdir(a.model) else torch.load(a.model)
     config = None

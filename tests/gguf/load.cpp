@@ -146,25 +146,57 @@ template <class P> void fill_random(P& p, unsigned seed) {
 }
 }  // namespace
 
-TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {
-    static Wide<>::Params dense_src, dense;
-    static Wide<ct::weights<ct::int4_group<32>>>::Params q4;
-    fill_random(dense_src, 7);
-    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(dense_src, test::gguf_store::q4_0).bytes();
+// A block-format file into the weight format that holds it as stored and into dense weights: the
+// same values (Q4_0: scale d, integers n - 8; Q8_0: d, q).
+template <class Q> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, Wide<>::Params& src) {
+    static Wide<>::Params dense;
+    static typename Q::Params q;
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, store).bytes();
     static gg::file<32, 64> g;
     REQUIRE(g.parse(bytes).ok());
-    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == gg::ggml_type::q4_0);
+    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
     REQUIRE(ct::load_gguf(dense, g).ok());
-    REQUIRE(ct::load_gguf(q4, g).ok());
+    REQUIRE(ct::load_gguf(q, g).ok());
     std::size_t off = 0, n = 0;
     ct::for_each_tensor(dense, [&](std::string_view name, const auto& d) {
-        ct::for_each_tensor(q4, [&](std::string_view name2, const auto& q) {
+        ct::for_each_tensor(q, [&](std::string_view name2, const auto& x) {
             if (name != name2) return;
-            for (std::size_t i = 0; i < d.size; ++i, ++n) off += static_cast<float>(d.get(i)) != static_cast<float>(q.get(i));
+            for (std::size_t i = 0; i < d.size; ++i, ++n) off += static_cast<float>(d.get(i)) != static_cast<float>(x.get(i));
         });
     });
     CHECK(n == ct::parameter_count<Wide<>::Params>());
     CHECK(off == 0);
+}
+
+TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_out_of_range") {
+    static Wide<>::Params src;
+    fill_random(src, 11);
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group<32>>>>(test::gguf_store::q8_0, gg::ggml_type::q8_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group<32>, ct::int8_activations>>>(test::gguf_store::q8_0, gg::ggml_type::q8_0, src);
+    // one q byte of attn_q set to -128: refused into int8 weights (their kernels' range), read into dense ones
+    test::gguf_writer w = test::llama_gguf<Wide<>>(src, test::gguf_store::q8_0);
+    std::vector<std::byte> bytes = w.bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(bytes).ok());
+    const auto at = static_cast<std::size_t>(g.data(*g.find_tensor("blk.0.attn_q.weight")) - bytes.data()) + 2 + 5;
+    bytes[at] = std::byte{0x80};
+    REQUIRE(g.parse(bytes).ok());
+    static Wide<ct::weights<ct::int8_group<32>>>::Params q8;
+    const ct::status st = ct::load_gguf(q8, g);
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(st.tensor_name() == "blk.0.attn_q.weight");
+    static Wide<>::Params dense;
+    CHECK(ct::load_gguf(dense, g).ok());
+}
+
+TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {
+    static Wide<>::Params dense_src, dense;
+    fill_random(dense_src, 7);
+    as_stored_equals_dense<Wide<ct::weights<ct::int4_group<32>>>>(test::gguf_store::q4_0, gg::ggml_type::q4_0, dense_src);
+    static gg::file<32, 64> g;
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(dense_src, test::gguf_store::q4_0).bytes();
+    REQUIRE(g.parse(bytes).ok());
+    REQUIRE(ct::load_gguf(dense, g).ok());
     // and the dense values are the Q4_0 rounding of the originals: within half a step of each block's scale
     double worst = 0;
     ct::for_each_tensor(dense, [&](std::string_view name, const auto& d) {
@@ -288,7 +320,7 @@ TEST_CASE("gguf load: every configuration key, name, shape and format error is a
     CHECK(differing(target, src) == 0);
 }
 
-TEST_CASE("gguf load: a block format into quantized weights is wrong_dtype (quantizing twice); float files quantize at load") {
+TEST_CASE("gguf load: another block format into quantized weights is wrong_dtype (quantizing twice); float files quantize at load") {
     static Wide<>::Params src;
     fill_random(src, 5);
     static Wide<ct::weights<ct::int8_per_channel>>::Params q8;

@@ -117,7 +117,7 @@ inline std::uint16_t to_half(float x) {
     return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
-enum class gguf_store { f32, f16, bf16, q4_0 };
+enum class gguf_store { f32, f16, bf16, q4_0, q8_0 };
 
 // Element values of a (rows, in) tensor in the file's format.
 inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_store s) {
@@ -131,6 +131,17 @@ inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_stor
     for (std::size_t i = 0; s == gguf_store::bf16 && i < v.size(); ++i) {
         const auto h = static_cast<std::uint16_t>(ct::quant::bf16_bits(v[i]));
         put(&h, 2);
+    }
+    for (std::size_t b = 0; s == gguf_store::q8_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q8_0_ref
+        float amax = 0;
+        for (std::size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b + j]));
+        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        const std::uint16_t h = to_half(d);
+        put(&h, 2);
+        for (std::size_t j = 0; j < 32; ++j) {
+            const auto q = static_cast<std::int8_t>(std::round(v[b + j] * id));  // (roundf: half away from zero)
+            put(&q, 1);
+        }
     }
     for (std::size_t b = 0; s == gguf_store::q4_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_0_ref
         (void)in;
@@ -193,9 +204,11 @@ gguf_writer llama_gguf(const typename Model::Params& p, gguf_store s = gguf_stor
             }
             for (std::size_t c = 0; c < in; ++c) v[f * in + c] = static_cast<float>(t.get(o * in + c));
         }
-        const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (s == gguf_store::q4_0 && in % 32 ? gguf_store::f32 : s);
+        const bool blocks = s == gguf_store::q4_0 || s == gguf_store::q8_0;
+        const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (blocks && in % 32 ? gguf_store::f32 : s);
         const auto type = fmt == gguf_store::f32 ? gg::ggml_type::f32 : fmt == gguf_store::f16 ? gg::ggml_type::f16
-                        : fmt == gguf_store::bf16 ? gg::ggml_type::bf16 : gg::ggml_type::q4_0;
+                        : fmt == gguf_store::bf16 ? gg::ggml_type::bf16 : fmt == gguf_store::q8_0 ? gg::ggml_type::q8_0
+                                                                        : gg::ggml_type::q4_0;
         std::vector<std::uint64_t> dims;
         for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
         w.tensor_data(name, dims, type, encode(v, in, fmt));

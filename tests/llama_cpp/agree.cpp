@@ -5,9 +5,10 @@
 //   free-running  ctformer's greedy tokens from the same prompt, equal to llama.cpp's (all of them)
 //   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
 //                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
-// For the all-Q4_0 file, also ctformer's int4 weights read as stored (weight-only: the dense model's
-// logits exactly; with int8 activations: llama.cpp's Q4_0 x Q8_0 arithmetic, "vs dense logits" its
-// measured difference).
+// The files ctformer's quantized weights hold as stored (all-Q4_0: int4_group<32>; Q8_0:
+// int8_group<32>; Q6_K: int8_group<16>) also run that way: weight-only (the dense model's logits
+// to float rounding) and with int8 activations (llama.cpp's block-times-Q8 arithmetic; "vs dense
+// logits" is the measured difference).
 // Pass: float files (F32, F16, BF16): every position agrees or is a near-tie, ctformer's logit of
 // llama.cpp's token within tie(format) of its top logit (the logits are ~20 here): F32 1e-3 (the
 // order of float sums), F16 1e-2 and BF16 0.1 (llama.cpp rounds the activations to the weights'
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <type_traits>
+#include <utility>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -44,6 +46,17 @@ using Int4A8 = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_hea
                          ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 static Int4::Params int4;
 static Int4A8::Params int4_a8;
+// ... and its Q8_0 and Q6_K files into int8_group<32> and int8_group<16> weights (as stored)
+template <class... W> using Agree = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>,
+                                              ct::norm_eps<1, 100000>, ct::weights<W...>>;
+using Int8G32 = Agree<ct::int8_group<32>>;
+using Int8G32A8 = Agree<ct::int8_group<32>, ct::int8_activations>;
+using Int8G16 = Agree<ct::int8_group<16>>;
+using Int8G16A8 = Agree<ct::int8_group<16>, ct::int8_activations>;
+static Int8G32::Params int8g32;
+static Int8G32A8::Params int8g32_a8;
+static Int8G16::Params int8g16;
+static Int8G16A8::Params int8g16_a8;
 template <class M> struct rig {
     static inline typename M::template KVCache<1, 128> cache;
     static inline typename M::template GenerateWorkspace<4> gws;
@@ -161,19 +174,29 @@ int main(int argc, char** argv) {
             if (const status_or_skip e = same_as_exported(std::string(argv[1]) + "/" + file); e.checked && !e.same) return 1;
         }
         if (!one_run<Model>(params, by_file[file], file, line, prompt, want)) return 1;
-        if (file == "agree_q4_0_pure.gguf") {
-            if (by_file.count(file + " int4") == 0) {
-                ct::status s = ct::load_gguf(int4, gguf_index);
-                if (s) s = ct::load_gguf(int4_a8, gguf_index);
-                if (!s) return std::fprintf(stderr, "%s into int4: %s %s\n", file.c_str(), ct::to_string(s.code), s.tensor_name().data()), 1;
-                order.push_back(file + " int4"), order.push_back(file + " int4_a8");
+        // the files ctformer's quantized weights hold as stored: weight-only, and with int8 activations
+        auto stored = [&](auto& p, auto& p_a8, const char* label, auto model, auto model_a8) {
+            using M = typename decltype(model)::type;
+            using MA8 = typename decltype(model_a8)::type;
+            const std::string a = file + " " + label, b = a + "_a8";
+            if (by_file.count(a) == 0) {
+                ct::status s = ct::load_gguf(p, gguf_index);
+                if (s) s = ct::load_gguf(p_a8, gguf_index);
+                if (!s) return std::fprintf(stderr, "%s: %s %s\n", a.c_str(), ct::to_string(s.code), s.tensor_name().data()), false;
+                order.push_back(a), order.push_back(b);
             }
-            if (!one_run<Int4>(int4, by_file[file + " int4"], file, line, prompt, want)) return 1;
-            if (!one_run<Int4A8>(int4_a8, by_file[file + " int4_a8"], file, line, prompt, want)) return 1;
-        }
+            return one_run<M>(p, by_file[a], file, line, prompt, want) && one_run<MA8>(p_a8, by_file[b], file, line, prompt, want);
+        };
+        bool ok = true;
+        if (file == "agree_q4_0_pure.gguf") ok = stored(int4, int4_a8, "int4", std::type_identity<Int4>{}, std::type_identity<Int4A8>{});
+        if (file == "agree_q8_0.gguf")
+            ok = stored(int8g32, int8g32_a8, "int8_group<32>", std::type_identity<Int8G32>{}, std::type_identity<Int8G32A8>{});
+        if (file == "agree_q6_k.gguf")
+            ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{});
+        if (!ok) return 1;
     }
     bool pass = !order.empty();
-    std::printf("%-26s %14s %20s %12s %14s\n", "file", "equal runs", "forced agreement", "largest gap", "vs dense logits");
+    std::printf("%-34s %14s %20s %12s %14s\n", "file", "equal runs", "forced agreement", "largest gap", "vs dense logits");
     for (const std::string& f : order) {
         const tally& t = by_file[f];
         const double tie = f == "agree.gguf" ? 1e-3 : f == "agree_f16.gguf" ? 1e-2 : f == "agree_bf16.gguf" ? 0.1 : 0;
@@ -182,7 +205,7 @@ int main(int argc, char** argv) {
         pass = pass && ok;
         char diff[32] = "-";
         if (t.logit_diff >= 0) std::snprintf(diff, sizeof diff, "%.2g", t.logit_diff);
-        std::printf("%-26s %9zu / %zu %12zu / %zu (%.1f%%) %10.2g %14s  %s\n", f.c_str(), t.equal_runs, t.runs, t.forced_equal,
+        std::printf("%-34s %9zu / %zu %12zu / %zu (%.1f%%) %10.2g %14s  %s\n", f.c_str(), t.equal_runs, t.runs, t.forced_equal,
                     t.positions, 100 * forced, t.worst_gap, diff,
                     ok ? "ok" : tie > 0 ? "FAIL (a difference beyond a near-tie)" : "FAIL (< 95%)");
     }

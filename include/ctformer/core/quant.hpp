@@ -3,6 +3,8 @@
 //   dense              the layer's dtype (PackedWeight)
 //   bf16               bfloat16, rounded to nearest even; 2 bytes a weight
 //   int8_per_channel   q in [-127, 127], w = s[out] · q, s = max|W[out, :]| / 127; 1 byte (+ 4 per row)
+//   int8_group<G>      q in [-127, 127] per group of G inputs, w = s[out, g] · q, s = max|W[out, g]| / 127
+//                      (llama.cpp's Q8_0 rule; GGUF's Q8_0 is int8_group<32>, Q6_K int8_group<16>); 1 byte (+ 4 per G)
 //   int4_group<G>      q in [-8, 7] per group of G inputs, w = s[out, g] · q, s = m / -8 with m the
 //                      group's value of largest magnitude (llama.cpp's Q4_0 rule); half a byte (+ 4 per G)
 //
@@ -42,6 +44,12 @@ struct int8_per_channel {
     static constexpr std::size_t per_word = 4, group = 0;
     static constexpr bool scaled = true, integer_dot = false;
 };
+template <std::size_t G> struct int8_group {
+    static_assert(G >= 16 && 256 % G == 0, "ctformer: int8 groups are 16, 32, 64, 128 or 256 inputs");
+    static constexpr const char* name = "int8_group";
+    static constexpr std::size_t per_word = 4, group = G;
+    static constexpr bool scaled = true, integer_dot = false;
+};
 template <std::size_t G> struct int4_group {
     static_assert(G >= 8 && 256 % G == 0, "ctformer: int4 groups are 8, 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int4_group";
@@ -52,7 +60,7 @@ template <std::size_t G> struct int4_group {
 // products in the inner loop, the activations' rounding added to the weights'. Same storage,
 // files and name as F; spelled ct::weights<F, ct::int8_activations>.
 template <class F> struct int8_dot : F {
-    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel or int4_group<G> weights");
+    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel, int8_group<G> or int4_group<G> weights");
     static constexpr bool integer_dot = true;
     using weight_format = F;
 };
@@ -129,6 +137,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         for (std::size_t i = 0; i < sizeof storage / sizeof storage[0]; ++i) storage[i] = 0;
         for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
+        constexpr bool int4 = P == 8;
         for (std::size_t o = 0; o < Out; ++o)
             for (std::size_t k0 = 0; k0 < In; k0 += span) {
                 double s = 0;  // bf16: unused
@@ -138,7 +147,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                         const double v = static_cast<double>(value(o * In + k));
                         if (std::fabs(v) > std::fabs(m)) m = v;
                     }
-                    const float sf = static_cast<float>(Fmt::group ? m / -8.0 : std::fabs(m) / 127.0);
+                    const float sf = static_cast<float>(int4 ? m / -8.0 : std::fabs(m) / 127.0);
                     scales[scale_index(o, k0)] = sf;
                     s = sf;
                 }
@@ -148,7 +157,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                     if constexpr (std::is_same_v<Fmt, bf16>) {
                         field = quant::bf16_bits(static_cast<float>(v));
                     } else {
-                        constexpr double lo = Fmt::group ? -8 : -127, hi = Fmt::group ? 7 : 127;
+                        constexpr double lo = int4 ? -8 : -127, hi = int4 ? 7 : 127;
                         double q = s == 0 ? 0 : std::nearbyint(v / s);
                         q = q < lo ? lo : q > hi ? hi : q;
                         field = static_cast<std::uint32_t>(static_cast<std::int32_t>(q)) & ((1u << (32 / P)) - 1);

@@ -89,6 +89,28 @@ inline std::uint32_t small_block_n(const std::byte* qs, std::size_t j) {
 }
 }  // namespace detail
 
+// The formats whose values are an integer times a float shared by a run of elements, and that run:
+// Q4_0 (d, n − 8 per 32), Q8_0 (d, q per 32), Q6_K (d·sc, q − 32 per 16) — what ctformer's
+// int4_group<32>, int8_group<32> and int8_group<16> weights hold as stored.
+constexpr std::size_t integer_run(ggml_type t) {
+    return t == ggml_type::q4_0 || t == ggml_type::q8_0 ? 32 : t == ggml_type::q6_k ? 16 : 0;
+}
+// Element i of such a tensor as (scale, integer): value = scale · integer, exactly as element() gives it.
+inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, float& scale) {
+    const block_layout L = layout_of(t);
+    const std::byte* b = p + i / L.elems * L.bytes;
+    const std::size_t j = static_cast<std::size_t>(i % L.elems);
+    if (t == ggml_type::q4_0) return scale = detail::half_at(b), static_cast<int>(detail::small_block_n(b + 2, j)) - 8;
+    if (t == ggml_type::q8_0) return scale = detail::half_at(b), static_cast<std::int8_t>(detail::byte_at(b, 2 + j));
+    // Q6_K: as detail::q6_k, the scale d·sc rounded once (ggml's d * sc[is] * q evaluates (d·sc)·q)
+    const std::size_t half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+    const std::uint32_t lo = quarter % 2 ? detail::byte_at(b + 64 * half, l + 32) : detail::byte_at(b + 64 * half, l);
+    const std::uint32_t hi = detail::byte_at(b + 128 + 32 * half, l) >> (2 * quarter) & 3;
+    const auto sc = static_cast<std::int8_t>(detail::byte_at(b + 192, 8 * half + l / 16 + 2 * quarter));
+    scale = detail::half_at(b + 208) * static_cast<float>(sc);
+    return static_cast<int>(((quarter < 2 ? lo & 0xF : lo >> 4) | hi << 4)) - 32;
+}
+
 // Element i (in the tensor's row-major order) of tensor data p in format t; supported(t).
 inline float element(ggml_type t, const std::byte* p, std::uint64_t i) {
     const block_layout L = layout_of(t);

@@ -18,9 +18,11 @@
 // Values: F32, F16, BF16 and the block formats of io/ggml_blocks.hpp (Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K), each tensor in its own (a Q4_K_M file mixes Q4_K and Q6_K), decoded to
 // the value ggml's dequantizer gives. Into dense weights any of them; into a quantized weight
-// format (ct::weights<F>) float values are quantized at load as from safetensors, and Q4_0 goes
-// into int4_group<32> exactly (the same numbers: scale d, integers n − 8); another block format
-// into a quantized format is errc::wrong_dtype (quantizing twice loses what the file kept).
+// format (ct::weights<F>) float values are quantized at load as from safetensors, and the block
+// formats whose values are an integer times a shared scale go in as stored (the same numbers):
+// Q4_0 into int4_group<32>, Q8_0 into int8_group<32> (−128 is value_out_of_range: the int8
+// kernels' range is [−127, 127]), Q6_K into int8_group<16>; another block format into a quantized
+// format is errc::wrong_dtype (quantizing twice loses what the file kept).
 //
 // RoPE layout: llama.cpp's converter permutes each head's q and k rows from Hugging Face's
 // rotate-half order to the interleaved pairs its RoPE rotates; a type with rotate-half RoPE (the
@@ -160,6 +162,13 @@ template <class P, class G> status check_llama_config(const G& g) {
 template <class F> struct base_format { using type = F; };
 template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
 template <class F> using base_format_t = typename base_format<F>::type;
+// Whether weight format F holds ggml format t as stored: Q4_0 in int4_group<32>, Q8_0 in
+// int8_group<32>, Q6_K in int8_group<16> (each with int8 activations too).
+template <class F> constexpr bool stores_as_is(ggml_type t) {
+    using B = base_format_t<F>;
+    return (std::is_same_v<B, int4_group<32>> && t == ggml_type::q4_0) || (std::is_same_v<B, int8_group<32>> && t == ggml_type::q8_0) ||
+           (std::is_same_v<B, int8_group<16>> && t == ggml_type::q6_k);
+}
 
 // Where a parameter's values come from: a tensor of the file, with a row map undoing the q/k
 // permutation (heads > 0: rows of `heads` heads of head_dim each).
@@ -210,13 +219,18 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
         return status::error(errc::wrong_shape, t.view());
     }
     constexpr bool quantized = is_quantized_weight_v<X>;
-    bool exact_q4 = false;
-    if constexpr (quantized) exact_q4 = std::is_same_v<base_format_t<typename X::format>, int4_group<32>>;
-    if (!supported(s.t->type) || (quantized && !is_float(s.t->type) && !(exact_q4 && s.t->type == ggml_type::q4_0))) {
+    bool as_stored = false;
+    if constexpr (quantized) as_stored = stores_as_is<typename X::format>(s.t->type);
+    if (!supported(s.t->type) || (quantized && !is_float(s.t->type) && !as_stored)) {
         t << ": " << type_name(s.t->type) << (supported(s.t->type) ? " into a quantized weight format" : " (not read)");
         return status::error(errc::wrong_dtype, t.view());
     }
-    const bool must_be_finite = opt.reject_non_finite || (quantized && is_float(s.t->type));
+    if (as_stored && s.t->type == ggml_type::q8_0)  // -128: outside the int8 kernels' [-127, 127]
+        for (std::size_t i = 0; i < X::size; ++i) {
+            float scale;
+            if (integer_element(s.t->type, s.data, i, scale) == -128) return status::error(errc::value_out_of_range, t.view());
+        }
+    const bool must_be_finite = opt.reject_non_finite || quantized;  // (a quantized weight's scales: finite)
     if (!must_be_finite && opt.max_abs <= 0) return {};
     for (std::size_t i = 0; i < X::size; ++i) {
         const float v = s.value(i);
@@ -229,20 +243,19 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
     return {};
 }
 
-// Q4_0 rows into int4_group<32> (the check accepted them): scale d, integer n − 8, as stored.
-template <class X> void write_q4_0(X& w, const source& s) {
+// Block-format rows into the weight format that holds them as stored (the check accepted them):
+// each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q8_0: d, q; Q6_K: d·sc, q − 32).
+template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
-    constexpr std::size_t In = X::in_features;
-    for (std::size_t o = 0; o < X::out_features; ++o) {
-        const std::byte* row = s.data + s.row(o) * (In / 32) * 18;
+    constexpr std::size_t In = X::in_features, P = X::P, bits = 32 / P, G = X::format::group;
+    for (std::size_t o = 0; o < X::out_features; ++o)
         for (std::size_t k = 0; k < In; ++k) {
-            const std::byte* b = row + k / 32 * 18;
-            if (k % 32 == 0) w.scales[X::scale_index(o, k)] = half_at(b);
-            const std::uint32_t n = small_block_n(b + 2, k % 32);
-            w.storage[X::word_index(o, k)] |= ((n - 8) & 0xFu) << (k % 8 * 4);
+            float scale;
+            const int q = integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
+            if (k % G == 0) w.scales[X::scale_index(o, k)] = scale;
+            w.storage[X::word_index(o, k)] |= (static_cast<std::uint32_t>(q) & ((1u << bits) - 1)) << (k % P * bits);
         }
-    }
 }
 // Element type T's writer, once per T (as state_dict.hpp's write_named).
 template <class T> [[gnu::noinline]] void write_dense(const safetensors::detail::tensor_ref<T>& t, const source& s) {
@@ -271,8 +284,8 @@ template <class P, class G> void write_model(P& params, const G& g) {
         using X = std::remove_cvref_t<decltype(t)>;
         const source s = find_source<P>(g, name);
         if constexpr (is_quantized_weight_v<X>) {
-            if (s.t->type == ggml_type::q4_0) {
-                if constexpr (std::is_same_v<base_format_t<typename X::format>, int4_group<32>>) write_q4_0(t, s);
+            if (!is_float(s.t->type)) {
+                write_as_stored(t, s);
             } else {
                 t.quantize([&](std::size_t i) { return s.value(i); });
             }

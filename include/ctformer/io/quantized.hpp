@@ -3,6 +3,7 @@
 // A weight W (Out, In) named N is stored pre-quantized as (docs/weights.md, "Quantized weights"):
 //   bf16               N BF16 (Out, In)
 //   int8_per_channel   N I8 (Out, In),      N_scale F32 (Out)
+//   int8_group<G>      N I8 (Out, In),      N_scale F32 (Out, In / G)
 //   int4_group<G>      N U8 (Out, In / 2),  N_scale F32 (Out, In / G); byte j of a row holds input
 //                      2j in its low nibble and 2j + 1 in its high nibble, two's complement
 // which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the

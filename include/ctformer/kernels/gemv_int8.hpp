@@ -3,9 +3,9 @@
 //
 //   c: (M, N) (+)= a: (M, K) · W: (K, N) + bias, then act, where each row of a is first quantized
 //   per block of B inputs (llama.cpp's Q8_0 rule: s = max|x| / 127, q = round(x / s)) and
-//   c[n] = Σ_blocks s_a · Σ_block q_a · q_w  · s_w   (int4: s_w per group, inside the block sum).
+//   c[n] = Σ_blocks s_a · Σ_block q_a · q_w  · s_w   (groups: s_w per group, inside the block sum).
 //
-// B is 32, or the largest of 16, 8, 4 that divides K (int4: at most its group). The integer sums
+// B is 32, or the largest of 16, 8, 4 that divides K (grouped formats: at most the group). The integer sums
 // are exact; the float work is one conversion and one multiply-add per block and output. Rows of
 // a are quantized 1024 inputs at a time (256 in compact builds) into the stack (no scratch), four
 // rows at a time. A block holding NaN or inf gets a NaN scale: the outputs it reaches are NaN, as
@@ -200,10 +200,13 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) {
-                    if constexpr (G) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
+                    if constexpr (G && P == 8) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
                         const iv exact = simd::partial_sum(isum[r][q][v]) - iv(8 * a[r * lda].sum[blk]);
                         const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
                         acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
+                    } else if constexpr (G) {  // int8 groups: a block lies in one group (B <= G)
+                        const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
+                        acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa * sw, acc[r][q][v]);
                     } else {
                         acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa, acc[r][q][v]);
                     }
