@@ -36,6 +36,9 @@ using StoriesInt8 = Stories<6, ct::weights<ct::int8_per_channel>>;
 using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32>>>;
 using StoriesInt8A8 = Stories<6, ct::weights<ct::int8_per_channel, ct::int8_activations>>;
 using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+// llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
+using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
+using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, 4, GPT2Block>;
@@ -139,12 +142,15 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_int8_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M"); });
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
+    add("decode/stories15M_q8_0/generate", [](benchmark::State& st) { BM_generate<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
     add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });
     add("decode/stories15M_int4_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4>(st, "stories15M_q4_0.gguf", 2); });
     add("decode/stories15M_int8_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8A8>(st, "stories15M", 2); });
     add("decode/stories15M_int4_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf", 2); });
+    add("decode/stories15M_q8_0_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf", 2); });
     add("decode/stories15M_t2/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M/prefill", [](benchmark::State& st) { BM_prefill<Stories<6>>(st, "stories15M"); });
     add("decode/stories15M_gqa/prefill", [](benchmark::State& st) { BM_prefill<Stories<2>>(st, "stories15M_gqa"); });
@@ -153,5 +159,7 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_int8_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt8A8>(st, "stories15M"); });
     add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
+    add("decode/stories15M_q8_0/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q8_0_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     return bench::main(argc, argv);
 }

@@ -57,7 +57,8 @@ llamacpp = json.load(open(os.environ["LLAMACPP_JSON"])) if os.path.exists(os.env
 DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
 # ctformer's quantized stories15M against llama.cpp's file of the same weights in its nearest format
 QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"),
-                ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"))
+                ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"),
+                ("stories15M_q8_0", "stories15M_q8_0"), ("stories15M_q8_0_a8", "stories15M_q8_0"))
 PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
     b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
@@ -419,11 +420,12 @@ if decode:
       "1-token prompt through the KV cache; prefill: a 64-token prompt into an empty cache. llama.cpp is "
       "npm's `node-llama-cpp` (its prebuilt CPU libraries), timed in its own process before and after the "
       "C++ programs, the better run kept (in its favour); its times include Node's per-call cost "
-      "(`call_us`, one evaluate call, also listed). stories15M_int8 / _int4 (ct::weights<int8_per_channel> / "
-      "<int4_group<32>>, quantized at load from the float file) are compared with llama.cpp's Q8_0 / Q4_0 files "
-      "of the same weights (ggml's reference quantizers, write_models.py), and so are _int8_a8 / _int4_a8 (the same "
-      "weights with int8 activations, as llama.cpp multiplies Q8_0 and Q4_0); stories15M_bf16 has no llama.cpp "
-      "peer here.\n")
+      "(`call_us`, one evaluate call, also listed). stories15M_int8 (ct::weights<int8_per_channel>, quantized at "
+      "load from the float file) is compared with llama.cpp's Q8_0 file of the same weights (ggml's reference "
+      "quantizers, write_models.py); stories15M_int4 and stories15M_q8_0 read llama.cpp's Q4_0 and Q8_0 files "
+      "themselves (ct::load_gguf: into int4_group<32> and int8_group<32> as stored), so both programs run the "
+      "same file; the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
+      "no llama.cpp peer here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
     p("|---|---|---|---|---|---|---|")
     for m in DECODE_MODELS + tuple(m for m, _ in QUANT_MODELS):
@@ -452,7 +454,7 @@ for name in ("gpt/train/ctformer", "gpt/generate/ctformer"):
     one, two = models.get(name), models.get(name + "_t2")
     if one and two:
         thread_rows.append((name, us(one), us(two)))
-for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8"):
+for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8"):
     one, two = decode.get("decode/%s/generate" % m), decode.get("decode/%s_t2/generate" % m)
     if one and two:
         thread_rows.append(("decode/%s/generate" % m, us(one), us(two)))
@@ -519,7 +521,8 @@ if thread_rows:
         p("| decoding, 2 threads | ctformer tokens/s | llama.cpp tokens/s (`threads: 2`) | ratio | "
           "llama.cpp, 1 thread | ratio to llama.cpp's better |")
         p("|---|---|---|---|---|---|")
-        for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8"):
+        for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8",
+                  "stories15M_q8_0_a8"):
             b, l = decode.get("decode/%s_t2/generate" % m), llamacpp["models_t2"].get(PEER_OF.get(m, m))
             l1 = llamacpp.get("models", {}).get(PEER_OF.get(m, m))
             if b and l:
@@ -538,7 +541,7 @@ if thread_rows:
                    for s_ in ("tiny", "small", "base", "batched", "gpt") for peer in ("libtorch", "openblas", "onednn", "onnxruntime")
                    if peer2(s_, peer)]
     th_targets += [("%s decoding ≥ 1.5× llama.cpp at 2 threads" % m, decode2(m), 1.5)
-                   for m in ("stories15M", "stories15M_int8_a8", "stories15M_int4_a8") if decode2(m)]
+                   for m in ("stories15M", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8") if decode2(m)]
     p("| thread target (#40) | measured | met |")
     p("|---|---|---|")
     for n, v, goal in th_targets:
