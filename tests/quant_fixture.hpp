@@ -48,9 +48,24 @@ inline double check_rel(const char* what, const float* got, const float* want, s
     return err / scale;
 }
 
+// A minimum per group (int8_group_min): random values of the scales' order (up to 40 steps), so the
+// kernels' subtraction is seen; the other formats are left as they are.
+template <class W> void random_minimums(W& w, unsigned seed) {
+    if constexpr (ct::has_min<typename W::format>) {
+        std::uint32_t x = seed;
+        for (std::size_t o = 0; o < W::out_features; ++o)
+            for (std::size_t k = 0; k < W::in_features; k += W::format::group) {
+                x = x * 1664525u + 1013904223u;
+                const float u = static_cast<float>((x >> 8) % 2001) / 1000.f - 1.f;
+                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * 40.f;
+            }
+    }
+}
+
 template <class Fmt> const char* fmt_name() {
     if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
     else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else if constexpr (ct::has_min<Fmt>) return "int8_group_min";
     else if constexpr (Fmt::per_word == 4) return "int8_group";
     else return "int4";
 }

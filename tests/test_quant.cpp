@@ -22,7 +22,7 @@ using namespace quant_test;
 // ---- Storage: quantize, dequantize, edge cases ----
 
 TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<16>, ct::int4_group<32>) {
+                   ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>) {
     constexpr bool int4 = Fmt::per_word == 8;
     constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
     using W = ct::QuantizedWeight<Fmt, Out, In>;
@@ -84,6 +84,7 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
     static W w;
     const std::vector<float> v = random_values(N * K, 7);
     w.quantize([&](std::size_t i) { return v[i]; });
+    random_minimums(w, 5);
     const std::vector<float> bias = random_values(N, 8);
     static float pack[ct::kernels::gemm_pack_elems<float>(64, K)];
     for (std::size_t M : {1, 2, 3, 4, 5, 7, 13, 64}) {
@@ -113,7 +114,7 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
 // (one int4 group size across this file's kernels and models: every kernel instantiation is
 // compiled once per format and activation, and this suite is built for every ISA in CI)
 TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<32>, ct::int4_group<16>) {
+                   ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>) {
     kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }

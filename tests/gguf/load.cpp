@@ -189,6 +189,30 @@ TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_
     CHECK(ct::load_gguf(dense, g).ok());
 }
 
+TEST_CASE("gguf load: every block format into int8_group_min<16> as stored; saved and read back with its minimums") {
+    static Wide<>::Params src;
+    fill_random(src, 13);
+    using GM = Wide<ct::weights<ct::int8_group_min<16>>>;
+    as_stored_equals_dense<GM>(test::gguf_store::q4_0, gg::ggml_type::q4_0, src);
+    as_stored_equals_dense<GM>(test::gguf_store::q8_0, gg::ggml_type::q8_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group_min<16>, ct::int8_activations>>>(test::gguf_store::q8_0,
+                                                                                           gg::ggml_type::q8_0, src);
+    // (the k-quants' minimums: tests/llama_cpp loads llama.cpp's Q4_K_M and Q5_K_M files this way)
+    static GM::Params q, back;
+    static gg::file<32, 64> g;
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, test::gguf_store::q4_0).bytes();
+    REQUIRE(g.parse(bytes).ok());
+    REQUIRE(ct::load_gguf(q, g).ok());
+    q.stack.layers[0].ffn.up_proj.weight.mins[3] = 0.25f;  // a minimum to carry
+    std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
+    REQUIRE(ct::save_state_dict(q, buf).st.ok());
+    static ct::safetensors::file<128> f;
+    REQUIRE(f.parse(buf).ok());
+    CHECK(f.find("model.layers.0.mlp.up_proj.weight_min") != nullptr);
+    REQUIRE(ct::load_state_dict(back, f).ok());
+    CHECK(differing(back, q) == 0);
+}
+
 TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {
     static Wide<>::Params dense_src, dense;
     fill_random(dense_src, 7);

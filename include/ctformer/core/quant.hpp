@@ -5,6 +5,10 @@
 //   int8_per_channel   q in [-127, 127], w = s[out] · q, s = max|W[out, :]| / 127; 1 byte (+ 4 per row)
 //   int8_group<G>      q in [-127, 127] per group of G inputs, w = s[out, g] · q, s = max|W[out, g]| / 127
 //                      (llama.cpp's Q8_0 rule; GGUF's Q8_0 is int8_group<32>, Q6_K int8_group<16>); 1 byte (+ 4 per G)
+//   int8_group_min<G>  int8_group<G> with a minimum per group: w = s[out, g] · q − m[out, g]; what
+//                      every GGUF block format is as stored (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+//                      Q6_K: a scale, an integer and a minimum a run of 16 or 32), so a file that mixes
+//                      them (Q4_K_M) loads into one format; from floats, quantized as int8_group (m = 0)
 //   int4_group<G>      q in [-8, 7] per group of G inputs, w = s[out, g] · q, s = m / -8 with m the
 //                      group's value of largest magnitude (llama.cpp's Q4_0 rule); half a byte (+ 4 per G)
 //
@@ -50,6 +54,10 @@ template <std::size_t G> struct int8_group {
     static constexpr std::size_t per_word = 4, group = G;
     static constexpr bool scaled = true, integer_dot = false;
 };
+template <std::size_t G> struct int8_group_min : int8_group<G> {
+    static constexpr const char* name = "int8_group_min";
+    static constexpr bool has_min = true;
+};
 template <std::size_t G> struct int4_group {
     static_assert(G >= 8 && 256 % G == 0, "ctformer: int4 groups are 8, 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int4_group";
@@ -65,6 +73,8 @@ template <class F> struct int8_dot : F {
     using weight_format = F;
 };
 template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
+// Whether format F subtracts a minimum per group (int8_group_min, and int8_dot of it).
+template <class F> inline constexpr bool has_min = requires { F::has_min; };
 
 namespace quant {
 // float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
@@ -86,10 +96,11 @@ template <class Fmt> inline float decode(std::uint32_t w, std::size_t slot) {
 }
 }  // namespace quant
 
-// A quantized weight's panels as the kernels read them: words and scales of one segment onwards.
+// A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
 template <class Fmt> struct quant_panels {
     const std::uint32_t* words;
     const float* scales;
+    const float* mins = nullptr;  // (has_min<Fmt>: laid out as the scales)
 };
 
 // PyTorch Linear weight W: (Out, In) in format Fmt, layout above. Presents PyTorch's shape and
@@ -110,8 +121,11 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     static constexpr bool segments_contiguous = Seg % NR == 0;
     alignas(64) std::uint32_t storage[segments * segment_words];
     alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];
+    alignas(64) float mins[has_min<Fmt> ? segments * segment_scales : 1];  // (a group's minimum, where the format has one)
 
-    quant_panels<Fmt> panels(std::size_t s = 0) const { return {storage + s * segment_words, scales + s * segment_scales}; }
+    quant_panels<Fmt> panels(std::size_t s = 0) const {
+        return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr};
+    }
 
     // Where input k of output o lives.
     static constexpr std::size_t word_index(std::size_t o, std::size_t k) {
@@ -123,11 +137,12 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
         return o / Seg * segment_scales + ((n / NR) * groups + k / span) * NR + n % NR;
     }
-    // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (bf16: exact).
+    // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (− m) (bf16: exact).
     float get(std::size_t i) const {
         const std::size_t o = i / In, k = i % In;
         const float q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
-        if constexpr (Fmt::scaled) return scales[scale_index(o, k)] * q;
+        if constexpr (has_min<Fmt>) return scales[scale_index(o, k)] * q - mins[scale_index(o, k)];
+        else if constexpr (Fmt::scaled) return scales[scale_index(o, k)] * q;
         else return q;
     }
 
@@ -136,6 +151,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     template <class V> void quantize(V&& value) {
         for (std::size_t i = 0; i < sizeof storage / sizeof storage[0]; ++i) storage[i] = 0;
         for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
+        for (std::size_t i = 0; i < sizeof mins / sizeof mins[0]; ++i) mins[i] = 0;
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
         constexpr bool int4 = P == 8;
         for (std::size_t o = 0; o < Out; ++o)

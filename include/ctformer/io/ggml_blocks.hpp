@@ -89,12 +89,9 @@ inline std::uint32_t small_block_n(const std::byte* qs, std::size_t j) {
 }
 }  // namespace detail
 
-// The formats whose values are an integer times a float shared by a run of elements, and that run:
-// Q4_0 (d, n − 8 per 32), Q8_0 (d, q per 32), Q6_K (d·sc, q − 32 per 16) — what ctformer's
-// int4_group<32>, int8_group<32> and int8_group<16> weights hold as stored.
-constexpr std::size_t integer_run(ggml_type t) {
-    return t == ggml_type::q4_0 || t == ggml_type::q8_0 ? 32 : t == ggml_type::q6_k ? 16 : 0;
-}
+// Q4_0 (d, n − 8 per 32), Q8_0 (d, q per 32), Q6_K (d·sc, q − 32 per 16): an integer times a
+// scale shared by a run — what ctformer's int4_group<32>, int8_group<32> and int8_group<16> weights
+// hold as stored.
 // Element i of such a tensor as (scale, integer): value = scale · integer, exactly as element() gives it.
 inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, float& scale) {
     const block_layout L = layout_of(t);
@@ -109,6 +106,38 @@ inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, flo
     const auto sc = static_cast<std::int8_t>(detail::byte_at(b + 192, 8 * half + l / 16 + 2 * quarter));
     scale = detail::half_at(b + 208) * static_cast<float>(sc);
     return static_cast<int>(((quarter < 2 ? lo & 0xF : lo >> 4) | hi << 4)) - 32;
+}
+
+// Element i of any block format as (scale, integer, minimum): value = scale · integer − minimum, the
+// numbers element() computes it from (a format without a minimum: 0; Q4_1/Q5_1's added m: −m).
+// Every format's runs are 16 or 32 elements long (Q4_K/Q5_K: sub-blocks of 32, Q6_K: 16).
+inline int affine_element(ggml_type t, const std::byte* p, std::uint64_t i, float& scale, float& min) {
+    const block_layout L = layout_of(t);
+    const std::byte* b = p + i / L.elems * L.bytes;
+    const std::size_t j = static_cast<std::size_t>(i % L.elems);
+    min = 0;
+    switch (t) {
+        case ggml_type::q4_1:
+            return scale = detail::half_at(b), min = -detail::half_at(b + 2), static_cast<int>(detail::small_block_n(b + 4, j));
+        case ggml_type::q5_0:
+            scale = detail::half_at(b);
+            return static_cast<int>(detail::small_block_n(b + 6, j) | (detail::load<std::uint32_t>(b + 2) >> j & 1) << 4) - 16;
+        case ggml_type::q5_1:
+            scale = detail::half_at(b), min = -detail::half_at(b + 2);
+            return static_cast<int>(detail::small_block_n(b + 8, j) | (detail::load<std::uint32_t>(b + 4) >> j & 1) << 4);
+        case ggml_type::q4_k: case ggml_type::q5_k: {
+            const bool five = t == ggml_type::q5_k;
+            const std::size_t chunk = j / 64, r = j % 64, l = r % 32, sub = 2 * chunk + r / 32;
+            std::uint32_t sc, m;
+            detail::scale_min_k4(sub, b + 4, sc, m);
+            const std::uint32_t byte = detail::byte_at(b + (five ? 48 : 16), 32 * chunk + l);
+            std::uint32_t n = r < 32 ? byte & 0xF : byte >> 4;
+            if (five) n += (detail::byte_at(b + 16, l) >> sub & 1) ? 16 : 0;
+            scale = detail::half_at(b) * static_cast<float>(sc), min = detail::half_at(b + 2) * static_cast<float>(m);
+            return static_cast<int>(n);
+        }
+        default: return integer_element(t, p, i, scale);  // Q4_0, Q8_0, Q6_K
+    }
 }
 
 // Element i (in the tensor's row-major order) of tensor data p in format t; supported(t).

@@ -19,9 +19,10 @@
 // Q5_1, Q4_K, Q5_K, Q6_K), each tensor in its own (a Q4_K_M file mixes Q4_K and Q6_K), decoded to
 // the value ggml's dequantizer gives. Into dense weights any of them; into a quantized weight
 // format (ct::weights<F>) float values are quantized at load as from safetensors, and the block
-// formats whose values are an integer times a shared scale go in as stored (the same numbers):
-// Q4_0 into int4_group<32>, Q8_0 into int8_group<32> (−128 is value_out_of_range: the int8
-// kernels' range is [−127, 127]), Q6_K into int8_group<16>; another block format into a quantized
+// formats go in as stored (the same numbers): Q4_0 into int4_group<32>, Q8_0 into int8_group<32>
+// (−128 is value_out_of_range: the int8 kernels' range is [−127, 127]), Q6_K into int8_group<16>,
+// and every block format into int8_group_min<16> (a scale, an integer and a minimum per 16: a
+// Q4_K_M file, which mixes Q4_K and Q6_K, in one format); another block format into a quantized
 // format is errc::wrong_dtype (quantizing twice loses what the file kept).
 //
 // RoPE layout: llama.cpp's converter permutes each head's q and k rows from Hugging Face's
@@ -163,9 +164,12 @@ template <class F> struct base_format { using type = F; };
 template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
 template <class F> using base_format_t = typename base_format<F>::type;
 // Whether weight format F holds ggml format t as stored: Q4_0 in int4_group<32>, Q8_0 in
-// int8_group<32>, Q6_K in int8_group<16> (each with int8 activations too).
+// int8_group<32>, Q6_K in int8_group<16>, every block format in int8_group_min<16> (and all but
+// Q6_K in int8_group_min<32>) — each with int8 activations too.
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
+    if (is_float(t) || !supported(t)) return false;
+    if constexpr (has_min<B>) return B::group == 16 || (B::group == 32 && t != ggml_type::q6_k);
     return (std::is_same_v<B, int4_group<32>> && t == ggml_type::q4_0) || (std::is_same_v<B, int8_group<32>> && t == ggml_type::q8_0) ||
            (std::is_same_v<B, int8_group<16>> && t == ggml_type::q6_k);
 }
@@ -248,12 +252,16 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
 template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
+    for (auto& v : w.mins) v = 0;
     constexpr std::size_t In = X::in_features, P = X::P, bits = 32 / P, G = X::format::group;
     for (std::size_t o = 0; o < X::out_features; ++o)
         for (std::size_t k = 0; k < In; ++k) {
-            float scale;
-            const int q = integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
+            float scale, min = 0;
+            const int q = has_min<typename X::format> ? affine_element(s.t->type, s.data, s.row(o) * In + k, scale, min)
+                                                      : integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
             if (k % G == 0) w.scales[X::scale_index(o, k)] = scale;
+            if constexpr (has_min<typename X::format>)
+                if (k % G == 0) w.mins[X::scale_index(o, k)] = min;
             w.storage[X::word_index(o, k)] |= (static_cast<std::uint32_t>(q) & ((1u << bits) - 1)) << (k % P * bits);
         }
 }

@@ -4,6 +4,7 @@
 //   bf16               N BF16 (Out, In)
 //   int8_per_channel   N I8 (Out, In),      N_scale F32 (Out)
 //   int8_group<G>      N I8 (Out, In),      N_scale F32 (Out, In / G)
+//   int8_group_min<G>  as int8_group<G>,    and N_min F32 (Out, In / G): w = s · q − m
 //   int4_group<G>      N U8 (Out, In / 2),  N_scale F32 (Out, In / G); byte j of a row holds input
 //                      2j in its low nibble and 2j + 1 in its high nibble, two's complement
 // which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
@@ -24,7 +25,7 @@ namespace ctformer::safetensors::detail {
 template <class X> struct quant_layout {
     using Fmt = typename X::format;
     static constexpr std::size_t Out = X::out_features, In = X::in_features;
-    static constexpr bool int4 = Fmt::per_word == 8, scaled = Fmt::scaled;
+    static constexpr bool int4 = Fmt::per_word == 8, scaled = Fmt::scaled, with_min = has_min<Fmt>;
     static constexpr dtype packed = std::is_same_v<Fmt, bf16> ? dtype::BF16 : int4 ? dtype::U8 : dtype::I8;
     static constexpr std::array<std::size_t, 2> packed_shape{Out, int4 ? In / 2 : In};
     static constexpr std::size_t packed_bytes = Out * packed_shape[1] * (std::is_same_v<Fmt, bf16> ? 2 : 1);
@@ -34,14 +35,14 @@ template <class X> struct quant_layout {
     static constexpr std::size_t scale_size = Out * groups;
 };
 
-// N + "_scale" (names are at most max_name characters).
+// N + "_scale" (or another suffix: "_min"; names are at most max_name characters).
 struct scale_name {
     char buf[::ctformer::detail::max_name + 8];
     std::size_t n = 0;
-    explicit scale_name(std::string_view name) {
+    explicit scale_name(std::string_view name, std::string_view suffix = "_scale") {
         for (char c : name)
             if (n < ::ctformer::detail::max_name) buf[n++] = c;
-        for (char c : std::string_view("_scale")) buf[n++] = c;
+        for (char c : suffix) buf[n++] = c;
     }
     std::string_view view() const { return {buf, n}; }
 };
@@ -86,6 +87,14 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
             for (std::size_t g = 0; g < Q::groups; ++g)
                 t.scales[X::scale_index(o, g * span)] = f.template element<float>(e, o * Q::groups + g);
     }
+    if constexpr (Q::with_min) {
+        for (auto& m : t.mins) m = 0;
+        const entry& e = *f.find(prefix, scale_name(name, "_min").view());
+        const std::size_t span = Q::In / Q::groups;
+        for (std::size_t o = 0; o < Q::Out; ++o)
+            for (std::size_t g = 0; g < Q::groups; ++g)
+                t.mins[X::scale_index(o, g * span)] = f.template element<float>(e, o * Q::groups + g);
+    }
 }
 
 // Writes t's tensors as above: each through emit(name suffix, dtype, rank, shape, bytes, writer),
@@ -114,15 +123,15 @@ template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
             }
         }
     });
-    if constexpr (Q::scaled)
-        emit(std::string_view("_scale"), dtype::F32, Q::scale_rank, Q::scale_shape.data(), Q::scale_size * 4, [&](auto&& put) {
+    auto per_group = [&](std::string_view suffix, const float* values) {
+        emit(suffix, dtype::F32, Q::scale_rank, Q::scale_shape.data(), Q::scale_size * 4, [&, values](auto&& put) {
             const std::size_t span = Q::In / Q::groups;
             for (std::size_t o = 0; o < Q::Out; ++o)
-                for (std::size_t g = 0; g < Q::groups; ++g) {
-                    const float s = t.scales[X::scale_index(o, g * span)];
-                    put(&s, 4);
-                }
+                for (std::size_t g = 0; g < Q::groups; ++g) put(&values[X::scale_index(o, g * span)], 4);
         });
+    };
+    if constexpr (Q::scaled) per_group(std::string_view("_scale"), t.scales);
+    if constexpr (Q::with_min) per_group(std::string_view("_min"), t.mins);
 }
 
 }  // namespace ctformer::safetensors::detail

@@ -166,13 +166,17 @@ status check_prequantized(const file<Cap>& f, std::string_view prefix, std::stri
             if (std::to_integer<std::uint8_t>(f.data(w)[i]) == 0x80) return fail(errc::value_out_of_range, name);  // -128
     }
     if constexpr (Q::scaled) {
-        const scale_name sn(name);
+        const scale_name sn(name), mn(name, "_min");
         if (status st = check(sn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
+        if constexpr (Q::with_min)
+            if (status st = check(mn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
         const double qmax = Q::int4 ? 8.0 : 127.0;
-        for (std::size_t i = 0; i < Q::scale_size; ++i) {
-            const double v = f.template element<float>(e, i), bound = (v < 0 ? -v : v) * qmax;
+        for (std::size_t i = 0; i < Q::scale_size; ++i) {  // |w| <= |s|·max|q| (+ |m|): a finite float, within max_abs
+            const double v = f.template element<float>(e, i), m = Q::with_min ? f.template element<float>(*f.find(prefix, mn.view()), i) : 0.0;
+            const double bound = (v < 0 ? -v : v) * qmax + (m < 0 ? -m : m);
             if (v - v != 0) return fail(errc::non_finite, sn.view());
+            if (m - m != 0) return fail(errc::non_finite, mn.view());
             if (bound > double(std::numeric_limits<float>::max()) || (opt.max_abs > 0 && bound > opt.max_abs))
                 return fail(errc::value_out_of_range, sn.view());
         }
@@ -226,7 +230,7 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
         if constexpr (is_quantized_weight_v<X>) {
             if (prequantized<X>(f, prefix, name)) {  // read as stored (and its scales)
                 result = check_prequantized<X>(f, prefix, name, opt);
-                matched += quant_layout<X>::scaled;
+                matched += quant_layout<X>::scaled + quant_layout<X>::with_min;
             } else {  // quantized at load: from finite values only
                 load_options strict = opt;
                 strict.reject_non_finite = true;
@@ -250,9 +254,13 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
             for_each_tensor(params, [&](std::string_view name, const auto& t) {
                 known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
                 using X = std::remove_cvref_t<decltype(t)>;
-                if constexpr (is_quantized_weight_v<X>)  // its scales, when it is stored quantized and has them
-                    if (quant_layout<X>::scaled && prequantized<X>(f, prefix, name))
+                if constexpr (is_quantized_weight_v<X>)  // its scales (and minimums), when it is stored quantized and has them
+                    if (quant_layout<X>::scaled && prequantized<X>(f, prefix, name)) {
                         known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name).view(), true);
+                        if (quant_layout<X>::with_min)
+                            known = known ||
+                                    safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name, "_min").view(), true);
+                    }
             });
             if (!known) return status::error(errc::unexpected_tensor, f[i].name);
         }

@@ -101,6 +101,13 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
             });
         }
         if constexpr (grouped) {
+            vt neg_asum[R];  // (a minimum per group: - Σ a over the group, times it)
+            if constexpr (has_min<Fmt>)
+                for (std::size_t r = 0; r < R; ++r) {
+                    float t = 0;
+                    for (std::size_t k = g0 * S; k < (g0 + group_rows) * S; ++k) t += a[r * lda + k];
+                    neg_asum[r] = vt(-t);
+                }
 #pragma GCC unroll 4
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
@@ -108,6 +115,11 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
                     const vt s = simd::load(b.scales + q * ps + g0 / group_rows * NR + v * W);
 #pragma GCC unroll 4
                     for (std::size_t r = 0; r < R; ++r) acc[r][q][v] = simd::fma<float>(s, part[r][q][v], acc[r][q][v]);
+                    if constexpr (has_min<Fmt>) {
+                        const vt m = simd::load(b.mins + q * ps + g0 / group_rows * NR + v * W);
+#pragma GCC unroll 4
+                        for (std::size_t r = 0; r < R; ++r) acc[r][q][v] = simd::fma<float>(m, neg_asum[r], acc[r][q][v]);
+                    }
                 }
         }
     }
@@ -125,12 +137,13 @@ inline void dequantize_block(const quant_panels<Fmt>& b, std::size_t K, std::siz
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v) {
             const qword w = load_words(b.words + kw * NR + v * W);
-            vt s(1.f);
+            vt s(1.f), m(0.f);
             if constexpr (Fmt::group > 0) s = simd::load(b.scales + (kw * S / Fmt::group) * NR + v * W);
             else if constexpr (Fmt::scaled) s = simd::load(b.scales + v * W);
+            if constexpr (has_min<Fmt>) m = simd::load(b.mins + (kw * S / Fmt::group) * NR + v * W);
             for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
                 const vt x = decode<Fmt, decltype(slot)::value>(w);
-                simd::store(out + (kw * S + slot - k0) * NR + v * W, Fmt::scaled ? s * x : x);
+                simd::store(out + (kw * S + slot - k0) * NR + v * W, has_min<Fmt> ? s * x - m : Fmt::scaled ? s * x : x);
             });
         }
     (void)K;
@@ -145,7 +158,8 @@ template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
     static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
     static quant_panels<Fmt> at(const quant_panels<Fmt>& b, std::size_t p, std::size_t K) {
         constexpr std::size_t NR = gemm_tile<float>::NR;
-        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + (Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0)};
+        const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0;
+        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + sp, b.mins ? b.mins + sp : nullptr};
     }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const float* a, std::size_t lda, const quant_panels<Fmt>& b, float* c, std::size_t ldc,

@@ -193,6 +193,9 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 }
             }
         }
+        float sa_sum[R];  // (a minimum per group: s_a · Σ q_a of the block)
+        for (std::size_t r = 0; r < R; ++r) sa_sum[r] = a[r * lda].scale[blk] * static_cast<float>(a[r * lda].sum[blk]);
+        (void)sa_sum;
 #pragma GCC unroll 4
         for (std::size_t r = 0; r < R; ++r) {
             const vt sa = vt(a[r * lda].scale[blk]);
@@ -205,8 +208,11 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                         const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
                         acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
                     } else if constexpr (G) {  // int8 groups: a block lies in one group (B <= G)
-                        const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
+                        const std::size_t at = q * ps + (b.k0 + blk * B) / G * NR + v * W;
+                        const vt sw = simd::load(b.w.scales + at);
                         acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa * sw, acc[r][q][v]);
+                        if constexpr (has_min<Fmt>)  // - m · s_a · Σ q_a of the block
+                            acc[r][q][v] = simd::fma<float>(simd::load(b.w.mins + at), vt(-sa_sum[r]), acc[r][q][v]);
                     } else {
                         acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa, acc[r][q][v]);
                     }
@@ -221,8 +227,8 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
     static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
     static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) {
         constexpr std::size_t NR = gemm_tile<float>::NR;
-        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + p * (Fmt::group ? b.K / Fmt::group : 1) * NR},
-                b.K, b.k0};
+        const std::size_t sp = p * (Fmt::group ? b.K / Fmt::group : 1) * NR;
+        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + sp, b.w.mins ? b.w.mins + sp : nullptr}, b.K, b.k0};
     }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c, std::size_t ldc,
