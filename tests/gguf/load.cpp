@@ -211,6 +211,18 @@ TEST_CASE("gguf load: every block format into int8_group_min<16> as stored; save
     CHECK(f.find("model.layers.0.mlp.up_proj.weight_min") != nullptr);
     REQUIRE(ct::load_state_dict(back, f).ok());
     CHECK(differing(back, q) == 0);
+    // stored files of the neighbouring format: its minimums are unexpected there, and missing here
+    static Wide<ct::weights<ct::int8_group<16>>>::Params plain;
+    ct::status st = ct::load_state_dict(plain, f);
+    CHECK(st.code == ct::errc::unexpected_tensor);
+    CHECK(std::string(st.tensor_name()).ends_with("_min"));
+    REQUIRE(ct::load_gguf(plain, g).code == ct::errc::wrong_dtype);  // (Q4_0 is int8_group_min's or int4's, not int8_group's)
+    std::vector<std::byte> pbuf(ct::save_state_dict(plain, {}).bytes);
+    REQUIRE(ct::save_state_dict(plain, pbuf).st.ok());
+    std::memset(static_cast<void*>(&back), 0x5a, sizeof back);
+    st = ct::load_state_dict(back, pbuf);
+    CHECK(st.code == ct::errc::missing_tensor);
+    CHECK(std::string(st.tensor_name()).ends_with(".weight_min"));
 }
 
 TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {
