@@ -253,7 +253,8 @@ template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
     for (auto& v : w.mins) v = 0;
-    constexpr std::size_t In = X::in_features, P = X::P, bits = 32 / P, G = X::format::group;
+    constexpr std::size_t In = X::in_features, P = X::P, bits = 32 / P;
+    constexpr std::size_t G = X::format::group ? X::format::group : In;  // (ungrouped formats never hold blocks)
     for (std::size_t o = 0; o < X::out_features; ++o)
         for (std::size_t k = 0; k < In; ++k) {
             float scale, min = 0;
