@@ -101,7 +101,7 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
             });
         }
         if constexpr (grouped) {
-            vt neg_asum[R];  // (a minimum per group: - Σ a over the group, times it)
+            [[maybe_unused]] vt neg_asum[R];  // (a minimum per group: - Σ a over the group, times it)
             if constexpr (has_min<Fmt>)
                 for (std::size_t r = 0; r < R; ++r) {
                     float t = 0;

@@ -193,9 +193,9 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 }
             }
         }
-        float sa_sum[R];  // (a minimum per group: s_a · Σ q_a of the block)
-        for (std::size_t r = 0; r < R; ++r) sa_sum[r] = a[r * lda].scale[blk] * static_cast<float>(a[r * lda].sum[blk]);
-        (void)sa_sum;
+        [[maybe_unused]] float sa_sum[R];  // (a minimum per group: s_a · Σ q_a of the block)
+        if constexpr (has_min<Fmt>)
+            for (std::size_t r = 0; r < R; ++r) sa_sum[r] = a[r * lda].scale[blk] * static_cast<float>(a[r * lda].sum[blk]);
 #pragma GCC unroll 4
         for (std::size_t r = 0; r < R; ++r) {
             const vt sa = vt(a[r * lda].scale[blk]);
