@@ -68,7 +68,7 @@ template <std::size_t G> struct int4_group {
 // products in the inner loop, the activations' rounding added to the weights'. Same storage,
 // files and name as F; spelled ct::weights<F, ct::int8_activations>.
 template <class F> struct int8_dot : F {
-    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel, int8_group<G> or int4_group<G> weights");
+    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel, int8_group<G>, int8_group_min<G> or int4_group<G> weights");
     static constexpr bool integer_dot = true;
     using weight_format = F;
 };
