@@ -17,10 +17,12 @@
 // for #60's files (Q8_0, Q4_0, Q4_K_M; >= 93% for Q5_K_M and Q6_K)
 // (llama.cpp multiplies them with activations quantized to Q8_0/Q8_K blocks, ctformer here with
 // float activations: the difference is llama.cpp's rounding).
-// Usage: gguf_agreement DIR LLAMA_CPP.txt
+// Usage: gguf_agreement DIR LLAMA_CPP.txt [PROMPTS]   (PROMPTS: the first few of each file only:
+// sanitizer builds, where a run takes ~50x as long)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <type_traits>
 #include <utility>
 #include <fstream>
@@ -161,7 +163,8 @@ static bool one_run(const typename M::Params& p, tally& t, const std::string& fi
 }
 
 int main(int argc, char** argv) {
-    if (argc != 3) return std::fprintf(stderr, "usage: gguf_agreement DIR LLAMA_CPP.txt\n"), 2;
+    if (argc != 3 && argc != 4) return std::fprintf(stderr, "usage: gguf_agreement DIR LLAMA_CPP.txt [PROMPTS]\n"), 2;
+    const long prompts = argc == 4 ? std::atol(argv[3]) : 8;
     std::ifstream in(argv[2]);
     std::map<std::string, tally> by_file;
     std::vector<std::string> order;
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
         const std::size_t a = line.find(" : "), b = line.find(" : ", a + 3);
         if (a == std::string::npos || b == std::string::npos) continue;
         const std::string file = line.substr(0, line.find(' '));
+        if (std::atol(line.substr(file.size() + 1).c_str()) >= prompts) continue;  // (its prompt index)
         const std::vector<ct::token> prompt = ids(line.substr(a + 3, b - a - 3)), want = ids(line.substr(b + 3));
         if (file != loaded) {
             ct::status st = mapped.open((std::string(argv[1]) + "/" + file).c_str());

@@ -121,7 +121,8 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     static constexpr bool segments_contiguous = Seg % NR == 0;
     alignas(64) std::uint32_t storage[segments * segment_words];
     alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];
-    alignas(64) float mins[has_min<Fmt> ? segments * segment_scales : 1];  // (a group's minimum, where the format has one)
+    // a group's minimum, where the format has one (elsewhere one float, unaligned: no padding in the params)
+    alignas(has_min<Fmt> ? 64 : alignof(float)) float mins[has_min<Fmt> ? segments * segment_scales : 1];
 
     quant_panels<Fmt> panels(std::size_t s = 0) const {
         return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr};
