@@ -788,3 +788,20 @@ TEST_CASE("text: decode(encode(text)) is the text where the tokenizer is lossles
         CHECK(checked >= 20);
     }
 }
+
+#include <ctformer/text/memory_map.hpp>
+
+TEST_CASE("text: the memory map of generation is the roles' sizes, and fits compares them with a part's") {
+    using namespace ct::literals;
+    using M = ct::Llama<600, 64, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int8_per_channel>>;
+    using Map = ct::generation_memory<M, 32, 100, 4096, 4, 16>;
+    static_assert(Map::params == sizeof(M::Params) && Map::tables == 4096);
+    static_assert(Map::cache == sizeof(M::KVCache<1, 32>) && Map::workspace == sizeof(M::GenerateWorkspace<4, 16>));
+    static_assert(Map::encoding == sizeof(ct::tokenizer::Workspace<100>) + 102 * sizeof(ct::token));
+    static_assert(Map::ram == Map::cache + Map::workspace + Map::encoding && Map::flash == Map::params + 4096);
+    static_assert(ct::generation_memory<M, 32>::encoding == 0);  // token ids given: no encoding
+    static_assert(1_KiB == 1024 && 2_MiB == 2097152);
+    static_assert(ct::fits<Map, ct::board<Map::ram, Map::flash>>);
+    static_assert(!ct::fits<Map, ct::board<Map::ram - 1, Map::flash>> && !ct::fits<Map, ct::board<Map::ram, Map::flash - 1>>);
+    MESSAGE("int8 Llama d32, 2 layers, vocabulary 600, 32 positions: flash " << Map::flash << " bytes, RAM " << Map::ram);
+}

@@ -520,6 +520,9 @@ def write_header(path, name, tensors, metadata):
     args = ", ".join(("{%s_data::%s, sizeof %s_data::%s - 1, %d}" % (name, f, name, f, 2 if present[f][0] == "U16" else 4))
                      if f in present else "{}" for f in fields)
     lines.append("inline constexpr ctformer::text::raw_tables %s_tables{%s};" % (name, args))
+    lines.append("// the tables' bytes in read-only memory (ctformer::generation_memory's TableBytes)")
+    lines.append("inline constexpr std::size_t %s_table_bytes = %s;" %
+                 (name, " + ".join("sizeof %s_data::%s" % (name, f) for f in fields if f in present)))
     meta = ",\n    ".join('{"%s", "%s"}' % (k, v.replace("\\", "\\\\").replace('"', '\\"'))
                           for k, v in sorted(metadata.items()))
     lines.append("inline constexpr ctformer::text::metadata_pair %s_metadata[] = {\n    %s};" % (name, meta))

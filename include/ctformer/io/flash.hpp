@@ -29,7 +29,9 @@
     __asm__(".pushsection .rodata." #sym ",\"aG\",%progbits," #sym ",comdat\n"                                 \
             ".balign 64\n"                                                                                      \
             ".global " #sym "\n"                                                                                \
+            ".type " #sym ", %object\n"                                                                         \
             #sym ":\n"                                                                                          \
             ".incbin \"" file "\"\n"                                                                            \
+            ".size " #sym ", . - " #sym "\n"                                                                    \
             ".popsection\n");                                                                                   \
     extern "C" const Params sym

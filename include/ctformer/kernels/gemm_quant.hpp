@@ -181,15 +181,12 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
     using src = detail::panel_source<quant_panels<Fmt>>;
     constexpr std::size_t NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
-    // Compact kernels (no scratch, no caches): four rows at a time through the GEMV.
-    const std::size_t chunk = tile::compact ? small_m_rows : M;
-    if (M > small_m_rows && chunk < M) {
-        for (std::size_t m0 = 0; m0 < M; m0 += chunk)
-            gemm_panels(M - m0 < chunk ? M - m0 : chunk, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc, bias, act, pack, accumulate);
-        return;
-    }
-    if (detail::gemv_rows(M, N, K, a, lda, b, c, ldc, bias, act, accumulate)) return;
-    if constexpr (!tile::compact) {
+    if constexpr (tile::compact) {  // no scratch, no caches: four rows at a time through the GEMV
+        for (std::size_t m0 = 0; m0 < M; m0 += small_m_rows)
+            detail::gemv_rows(M - m0 < small_m_rows ? M - m0 : small_m_rows, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc,
+                              bias, act, accumulate);
+    } else {
+        if (detail::gemv_rows(M, N, K, a, lda, b, c, ldc, bias, act, accumulate)) return;
         // panels p0.. (columns n0.., ncols of them), K block by K block: the block dequantized into
         // pk, the dense packed path over it (its a block, if it packs one, after the block); act
         // on the last block only. rows: M, or fewer at a time.

@@ -330,21 +330,34 @@ class text_decoder {
         started_ = true;
         emit(s);
     }
-    // Bytes through the UTF-8 check: whole valid runs go out as they are.
+    // Bytes through the UTF-8 check: whole valid runs go out as they are; around a pending
+    // (unfinished) character, byte by byte. A pending sequence that a byte breaks becomes U+FFFD
+    // (one per byte for SentencePiece) and its bytes after the first (else the breaking byte) are
+    // read again: queued ahead of the rest of s, never fed back recursively (the stack stays bounded).
     template <class F> constexpr void feed(std::string_view s, F& emit) {
-        std::size_t i = 0;
-        while (i < s.size()) {
-            if (held_) {
-                pending_[held_++] = s[i++];
-                const std::size_t ok = text::utf8::valid_prefix(pending_, held_);
-                if (ok == held_) {
+        char again[8];  // (at most 3 bytes wait: pending and queued bytes never exceed 4)
+        std::size_t n_again = 0, i = 0;
+        while (n_again || i < s.size()) {
+            if (held_ || n_again) {
+                const char c = n_again ? again[0] : s[i++];
+                if (n_again) {
+                    for (std::size_t k = 1; k < n_again; ++k) again[k - 1] = again[k];
+                    --n_again;
+                }
+                pending_[held_++] = c;
+                if (text::utf8::valid_prefix(pending_, held_) == held_) {
                     if (held_ == text::utf8::needed(static_cast<unsigned char>(pending_[0]))) {
                         out(std::string_view(pending_, held_), emit);
                         held_ = 0;
                     }
                     continue;
                 }
-                invalid(emit);
+                const std::size_t first = held_ == 1 || per_byte() ? 1 : held_ - 1;  // read again from here
+                for (std::size_t k = n_again; k-- > 0;) again[k + held_ - first] = again[k];
+                for (std::size_t k = first; k < held_; ++k) again[k - first] = pending_[k];
+                n_again += held_ - first;
+                held_ = 0;
+                out(text::utf8::replacement, emit);
                 continue;
             }
             std::size_t j = i;  // the longest run of whole, valid characters from i
@@ -368,22 +381,6 @@ class text_decoder {
                 for (std::size_t k = 0; k < (per_byte() ? v : 1); ++k) out(text::utf8::replacement, emit);
                 i += v;
             }
-        }
-    }
-    // pending_ (held_ bytes) stopped being a valid prefix with its last byte.
-    template <class F> constexpr void invalid(F& emit) {
-        const std::size_t keep = held_ - 1;
-        const char last = pending_[keep];
-        if (per_byte()) {  // U+FFFD for the first byte, the rest again
-            char rest[4] = {};
-            for (std::size_t k = 1; k < held_; ++k) rest[k - 1] = pending_[k];
-            held_ = 0;
-            out(text::utf8::replacement, emit);
-            feed(std::string_view(rest, keep), emit);
-        } else {  // one U+FFFD for the maximal subpart, then the byte that broke it
-            held_ = 0;
-            out(text::utf8::replacement, emit);
-            feed(std::string_view(&last, 1), emit);
         }
     }
     template <class F> constexpr void flush(F& emit) {

@@ -1,0 +1,127 @@
+// Text on a microcontroller: the tiny Llama (tiny_llama.hpp, trained by ctformer on this
+// repository's docs) generates text on a Cortex-M, its int8 (or, -DTINY_INT4, int4) weights and its
+// tokenizer's tables read in place from flash, the prompt encoded on the device, each token
+// written out over semihosting as it is produced. KV cache, workspaces and sampler scratch are
+// static RAM; no heap, no exceptions, no RTTI. Greedy decoding with a repetition penalty: the
+// tokens are a pure function of the weights, so the host's scalar build of this file prints the
+// same ones (run.sh compares them, and the logits' bits).
+// Also printed: the memory map (every role's bytes, known at compile time), instructions per token
+// (qemu -icount), the stack's high-water mark. Build and run: examples/cortex_m/run.sh.
+#include <cstring>
+#include <string_view>
+
+#include <ctformer/text/load.hpp>
+#include <ctformer/text/memory_map.hpp>
+
+#include "board.hpp"
+#include "tiny_llama.hpp"
+#include "tiny_tokenizer.hpp"  // generated: the tokenizer's tables as constexpr data
+#include "tiny_weights.hpp"    // generated: extern "C" const tiny::int8::Params tiny_weights (flash)
+
+namespace ct = ctformer;
+#ifdef TINY_INT4
+using Model = tiny::int4;
+#else
+using Model = tiny::int8;
+#endif
+#ifndef TINY_PROMPT
+#define TINY_PROMPT "A decoder layer"
+#endif
+constexpr std::size_t cache_len = 128, max_prompt = 128, max_new = 48;  // (a cache shorter than the context)
+using Map = ct::generation_memory<Model, cache_len, max_prompt, tiny_tokenizer_table_bytes>;
+using namespace ct::literals;
+// The MPS2 boards as qemu models them: 4 MB of SSRAM for code and read-only data, 4 MB for RAM.
+static_assert(ct::fits<Map, ct::board<4_MiB, 4_MiB>>, "the model does not fit the board");
+// (a Cortex-M4 part with 256 KB of SRAM and 1 MB of flash would hold it too)
+static_assert(ct::fits<Map, ct::board<256_KiB, 1_MiB>>);
+
+static Model::KVCache<1, cache_len> cache;
+static Model::GenerateWorkspace<Map::chunk, Map::window> gen;
+static ct::tokenizer::Workspace<max_prompt> encode_ws;
+static ct::token ids[max_prompt + 2];
+static ct::tokenizer tok;
+static_assert(sizeof(Model::Params) == Map::params && sizeof cache == Map::cache && sizeof gen == Map::workspace &&
+              sizeof encode_ws + sizeof ids == Map::encoding);
+
+namespace {
+void out(std::string_view s) {  // (semihosting writes NUL-terminated strings)
+    char buf[64];
+    while (!s.empty()) {
+        const std::size_t n = s.size() < sizeof buf - 1 ? s.size() : sizeof buf - 1;
+        std::memcpy(buf, s.data(), n);
+        buf[n] = 0;
+        board::write(buf);
+        s.remove_prefix(n);
+    }
+}
+void out(std::uint64_t v) {
+    char d[24], *p = d + sizeof d;
+    *--p = 0;
+    do *--p = char('0' + v % 10); while ((v /= 10) != 0);
+    board::write(p);
+}
+void hex(std::uint32_t v) {
+    char d[11] = "0x";
+    for (int i = 0; i < 8; ++i) d[2 + i] = "0123456789abcdef"[(v >> (28 - 4 * i)) & 15];
+    d[10] = 0;
+    board::write(d);
+}
+void row(const char* role, std::size_t bytes) {
+    out("  "), out(role), out(" "), out(bytes), out("\n");
+}
+}  // namespace
+
+extern "C" int firmware_main() {
+    board::clock_start();
+    const std::uint32_t per_tick = board::instructions_per_tick();
+    board::stack_paint();
+    if (!ct::make_tokenizer(tiny_tokenizer_tables, tiny_tokenizer_metadata, tok).ok() ||
+        !ct::check_tokenizer<Model>(tok).ok())
+        return out("tokenizer tables rejected\n"), 1;
+    static constexpr std::string_view prompt = TINY_PROMPT;
+    std::size_t n = 0;
+    if (!tok.encode(prompt, ids, n, encode_ws).ok()) return out("prompt too long\n"), 1;
+    out(TINY_BANNER "\n"), out(prompt);
+
+    // Greedy, the last 64 tokens penalized (a tiny model repeats itself otherwise).
+    const ct::sampling s{.temperature = 0, .repetition_penalty = 1.3f, .penalty_last_n = Map::window};
+    ct::text_decoder dec(tok, false);
+    dec.continue_text();
+    ct::token generated[max_new];
+    std::size_t count = 0;
+    std::uint32_t fnv = 2166136261u, t0 = board::clock_now();
+    std::uint64_t ticks = 0;
+    const ct::status st = Model::generate(tiny_weights, gen, cache, ids, n, max_new, s, [&](ct::token t) {
+        if (count > 0) ticks += board::clock_since(t0);  // one step: the previous token fed, this one chosen
+        for (std::size_t j = 0; j < tiny::vocab; ++j) {  // the logits this token was chosen from, bit for bit
+            std::uint32_t bits;
+            std::memcpy(&bits, gen.next_logits.data() + j, 4);
+            fnv = (fnv ^ bits) * 16777619u;
+        }
+        generated[count++] = t;
+        (void)dec.push(t, [](std::string_view piece) { out(piece); });
+        t0 = board::clock_now();
+        return true;
+    });
+    dec.finish([](std::string_view piece) { out(piece); });
+    const std::size_t stack = board::stack_used();
+    if (!st.ok()) return out("\ngenerate failed: "), out(ct::to_string(st.code)), out("\n"), 1;
+
+    out("\n\ntokens:");
+    for (std::size_t i = 0; i < count; ++i) out(" "), out(static_cast<std::uint64_t>(generated[i]));
+    out("\nlogits fnv1a: "), hex(fnv), out("\n");
+    out("memory map (bytes, compile time):\n");
+    row("flash weights", Map::params);
+    row("flash tokenizer_tables", Map::tables);
+    row("ram kv_cache", Map::cache);
+    row("ram generation_workspace", Map::workspace);
+    row("ram prompt_encoding", Map::encoding);
+    if (per_tick && count > 1)
+        out("instructions per token (qemu -icount): "), out(ticks * per_tick / (count - 1)), out("\n");
+    if (stack) out("stack high-water mark: "), out(stack), out(" bytes\n");
+    return 0;
+}
+
+#if !defined(__arm__)
+int main() { board::exit(firmware_main() == 0); }
+#endif

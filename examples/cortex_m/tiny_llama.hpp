@@ -1,0 +1,18 @@
+// The tiny Llama that runs on the microcontrollers (examples/cortex_m/text.cpp), trained on the
+// build machine by examples/train_tiny_llama.cpp on this repository's README and docs: the shape
+// of llama2.c's stories260K (d_model 64, 5 layers, grouped-query attention), context 256, a
+// SentencePiece BPE vocabulary of 512 pieces (examples/data/docs_sp512.model), tied embeddings.
+// tiny_llama<Opts...> adds options, e.g. ct::weights<ct::int8_per_channel> for the flash image.
+#pragma once
+#include <ctformer/ctformer.hpp>
+
+namespace tiny {
+namespace ct = ::ctformer;
+inline constexpr std::size_t vocab = 512, context = 256, layers = 5;
+template <class... Opts>
+using tiny_llama = ct::Llama<vocab, context, layers, ct::d_model<64>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<192>,
+                             ct::tied_embeddings<true>, Opts...>;
+using fp32 = tiny_llama<>;
+using int8 = tiny_llama<ct::weights<ct::int8_per_channel>>;
+using int4 = tiny_llama<ct::weights<ct::int4_group<32>>>;
+}  // namespace tiny
