@@ -2,7 +2,7 @@
 // build machine by examples/train_tiny_llama.cpp on this repository's README and docs: the shape
 // of llama2.c's stories260K (d_model 64, 5 layers, grouped-query attention), context 256, a
 // SentencePiece BPE vocabulary of 512 pieces (examples/data/docs_sp512.model), tied embeddings.
-// tiny_llama<Opts...> adds options, e.g. ct::weights<ct::int8_per_channel> for the flash image.
+// tiny_llama<Opts...> adds options.
 #pragma once
 #include <ctformer/ctformer.hpp>
 
@@ -13,6 +13,8 @@ template <class... Opts>
 using tiny_llama = ct::Llama<vocab, context, layers, ct::d_model<64>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<192>,
                              ct::tied_embeddings<true>, Opts...>;
 using fp32 = tiny_llama<>;
-using int8 = tiny_llama<ct::weights<ct::int8_per_channel>>;
-using int4 = tiny_llama<ct::weights<ct::int4_group<32>>>;
+// The boards' types: quantized weights and a bf16 KV cache (half the RAM; its decoding step reads
+// the cache row by row, so the image has no code for the attention's multi-row block path).
+using int8 = tiny_llama<ct::weights<ct::int8_per_channel>, ct::kv_cache<ct::bf16>>;
+using int4 = tiny_llama<ct::weights<ct::int4_group<32>>, ct::kv_cache<ct::bf16>>;
 }  // namespace tiny

@@ -631,6 +631,11 @@ inline bool gemv_rows(std::size_t M, std::size_t N, std::size_t K, const A* a, s
 template <class T, class B, class A, class Act>
 inline bool gemv_rows_here(std::size_t M, std::size_t N, std::size_t K, const A* a, std::size_t lda, const B& b, T* c,
                            std::size_t ldc, const T* bias, const Act& act, bool accumulate) {
+    if constexpr (gemm_tile<T>::compact) {  // one row at a time: one GEMV in the image (each row's sums are the same)
+        if (M > small_m_rows) return false;
+        for (std::size_t m = 0; m < M; ++m) gemv_panels<T, 1>(N, K, a + m * lda, lda, b, c + m * ldc, ldc, bias, act, accumulate);
+        return true;
+    }
     switch (M) {
     case 1: return gemv_panels<T, 1>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
     case 2: return gemv_panels<T, 2>(N, K, a, lda, b, c, ldc, bias, act, accumulate), true;
