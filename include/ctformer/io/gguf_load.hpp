@@ -200,8 +200,7 @@ template <class P, class G> source find_source(const G& g, std::string_view name
     if (!s.t) return s;
     s.data = g.data(*s.t);
     if (c.rope == "rotate_half") {
-        const bool q = name.size() >= 14 && name.substr(name.size() - 14) == ".attn_q.weight";
-        const bool k = name.size() >= 14 && name.substr(name.size() - 14) == ".attn_k.weight";
+        const bool q = name.ends_with(".attn_q.weight"), k = name.ends_with(".attn_k.weight");
         if (q || k) s.heads = q ? c.heads : c.kv_heads, s.head_dim = c.d_model / c.heads;
     }
     return s;

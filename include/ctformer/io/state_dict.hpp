@@ -132,9 +132,23 @@ template <class T, std::size_t Cap>
 // Values as the float path checks them: int8 within [-127, 127] (the kernels' range); each scale
 // finite and |scale|·max|q| a finite float (max|q|: 127, or 8 for int4); bf16 values and that bound
 // against opt (reject_non_finite, max_abs).
-template <class X, std::size_t Cap>
-status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name, const load_options& opt) {
+// What check_prequantized needs of X's layout, as values: the check is compiled once per file
+// type, not once per weight shape (code size on a microcontroller).
+struct prequantized_layout {
+    dtype packed;
+    std::size_t packed_shape[2], packed_bytes, values;
+    bool bf16, int4, scaled, with_min;
+    std::size_t scale_rank, scale_shape[2], scale_size;
+};
+template <class X> constexpr prequantized_layout prequantized_layout_of() {
     using Q = quant_layout<X>;
+    return {Q::packed, {Q::packed_shape[0], Q::packed_shape[1]}, Q::packed_bytes, Q::Out * Q::In,
+            std::is_same_v<typename X::format, bf16>, Q::int4, Q::scaled, Q::with_min,
+            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size};
+}
+template <std::size_t Cap>
+[[gnu::noinline]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
+                                            const prequantized_layout& q, const load_options& opt) {
     auto fail = [&](errc code, std::string_view n) {
         text t;
         t << prefix << n;
@@ -151,29 +165,30 @@ status check_prequantized(const file<Cap>& f, std::string_view prefix, std::stri
         }
         return check_shape(t, *e, rank, shape);
     };
-    if (status st = check(name, Q::packed, 2, Q::packed_shape.data()); !st) return st;
+    if (status st = check(name, q.packed, 2, q.packed_shape); !st) return st;
     const entry& w = *f.find(prefix, name);
-    if constexpr (std::is_same_v<typename X::format, bf16>) {
+    if (q.bf16) {
         if (opt.reject_non_finite || opt.max_abs > 0)
-            for (std::size_t i = 0; i < Q::Out * Q::In; ++i) {
+            for (std::size_t i = 0; i < q.values; ++i) {
                 const double v = f.template element<double>(w, i);
                 if (v - v != 0 && opt.reject_non_finite) return fail(errc::non_finite, name);
                 if (v - v == 0 && opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))
                     return fail(errc::value_out_of_range, name);
             }
-    } else if constexpr (!Q::int4) {
-        for (std::size_t i = 0; i < Q::packed_bytes; ++i)
+    } else if (!q.int4) {
+        for (std::size_t i = 0; i < q.packed_bytes; ++i)
             if (std::to_integer<std::uint8_t>(f.data(w)[i]) == 0x80) return fail(errc::value_out_of_range, name);  // -128
     }
-    if constexpr (Q::scaled) {
+    if (q.scaled) {
         const scale_name sn(name), mn(name, "_min");
-        if (status st = check(sn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
-        if constexpr (Q::with_min)
-            if (status st = check(mn.view(), dtype::F32, Q::scale_rank, Q::scale_shape.data()); !st) return st;
+        if (status st = check(sn.view(), dtype::F32, q.scale_rank, q.scale_shape); !st) return st;
+        if (q.with_min)
+            if (status st = check(mn.view(), dtype::F32, q.scale_rank, q.scale_shape); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
-        const double qmax = Q::int4 ? 8.0 : 127.0;
-        for (std::size_t i = 0; i < Q::scale_size; ++i) {  // |w| <= |s|·max|q| (+ |m|): a finite float, within max_abs
-            const double v = f.template element<float>(e, i), m = Q::with_min ? f.template element<float>(*f.find(prefix, mn.view()), i) : 0.0;
+        const entry* me = q.with_min ? f.find(prefix, mn.view()) : nullptr;
+        const double qmax = q.int4 ? 8.0 : 127.0;
+        for (std::size_t i = 0; i < q.scale_size; ++i) {  // |w| <= |s|·max|q| (+ |m|): a finite float, within max_abs
+            const double v = f.template element<float>(e, i), m = me ? f.template element<float>(*me, i) : 0.0;
             const double bound = (v < 0 ? -v : v) * qmax + (m < 0 ? -m : m);
             if (v - v != 0) return fail(errc::non_finite, sn.view());
             if (m - m != 0) return fail(errc::non_finite, mn.view());
@@ -182,6 +197,11 @@ status check_prequantized(const file<Cap>& f, std::string_view prefix, std::stri
         }
     }
     return {};
+}
+template <class X, std::size_t Cap>
+status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name, const load_options& opt) {
+    static constexpr prequantized_layout q = prequantized_layout_of<X>();
+    return check_prequantized(f, prefix, name, q, opt);
 }
 }  // namespace detail
 
@@ -208,9 +228,10 @@ status nothing_under(const P& params, const file<Cap>& f, std::string_view prefi
     });
     t << ": nothing under '" << prefix << "'; the file has";
     for (std::size_t i = 0; i < f.size(); ++i) {
-        const std::string_view n = f[i].name, head = n.substr(0, n.find('.') == n.npos ? n.size() : n.find('.') + 1);
+        // (starts_with and a prefix by length, not substr: nothing here may throw, even unreachably)
+        const std::string_view n = f[i].name, head(n.data(), n.find('.') == n.npos ? n.size() : n.find('.') + 1);
         bool seen = false;
-        for (std::size_t j = 0; j < i && !seen; ++j) seen = f[j].name.substr(0, head.size()) == head;
+        for (std::size_t j = 0; j < i && !seen; ++j) seen = f[j].name.starts_with(head);
         if (!seen) t << " '" << head << "'";
     }
     return status::error(errc::missing_tensor, t.view());
