@@ -181,7 +181,7 @@ inline void gemm_panels(std::size_t M, std::size_t N, std::size_t K, const float
     using src = detail::panel_source<quant_panels<Fmt>>;
     constexpr std::size_t NR = tile::NR, KC = tile::KC;
     if (M == 0 || N == 0) return;
-    if constexpr (tile::compact) {  // no scratch, no caches: four rows at a time through the GEMV
+    if constexpr (tile::compact) {  // no scratch, no caches: the GEMV, four rows a call (one at a time inside)
         for (std::size_t m0 = 0; m0 < M; m0 += small_m_rows)
             detail::gemv_rows(M - m0 < small_m_rows ? M - m0 : small_m_rows, N, K, a + m0 * lda, lda, b, c + m0 * ldc, ldc,
                               bias, act, accumulate);

@@ -3,8 +3,8 @@
 // cache, the generation workspace (sampler scratch included) and the prompt's encoding in RAM.
 //
 //   using namespace ct::literals;
-//   using Map = ct::generation_memory<Model, 256, 128, tiny_tables::size>;  // context, prompt bytes, tables
-//   static_assert(ct::fits<Map, ct::board<128_KiB, 1_MiB>>, "the model does not fit the part");
+//   using Map = ct::generation_memory<Model, 256, 128, my_tokenizer_table_bytes>;  // cache, prompt bytes, tables
+//   static_assert(ct::fits<Map, ct::board<256_KiB, 1_MiB>>, "the model does not fit the part");
 //   Model::KVCache<1, 256> cache;                                   // Map::cache bytes
 //   Model::GenerateWorkspace<Map::chunk, Map::window> gen;           // Map::workspace bytes
 //
