@@ -27,19 +27,22 @@ inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c, s
     return c;
 }
 
-// The six dropout sites of torch.nn.TransformerDecoderLayer (decoder-only blocks use four).
+// The six dropout sites of torch.nn.TransformerDecoderLayer (decoder-only blocks use four), then
+// the LoRA adapters' input dropout: site lora_input + k for the projection of bit k (modules/lora.hpp).
 enum class dropout_site : std::uint32_t { self_attn_weights, self_attn_out, cross_attn_weights, cross_attn_out,
-                                          ffn_activation, ffn_out };
+                                          ffn_activation, ffn_out, lora_input };
 
 // Probabilities as Paddle splits them: p for the residual branches, attn_p for attention weights,
-// act_p after the FFN activation; a negative value means "same as p". seed and step select the
-// random stream: use a new step per training iteration.
+// act_p after the FFN activation; a negative value means "same as p"; lora_p on the input of each
+// LoRA adapter (PEFT's lora_dropout; default 0). seed and step select the random stream: use a new
+// step per training iteration.
 struct dropout_config {
     float p = 0.1f;
     float attn_p = -1.0f;
     float act_p = -1.0f;
     std::uint64_t seed = 0;
     std::uint32_t step = 0;
+    float lora_p = 0.0f;
 
     // p in [0, 1]; attn_p and act_p in [0, 1] or negative ("same as p"); NaN never (PyTorch
     // raises for p outside [0, 1]). Every training entry point checks it before writing anything.
@@ -47,6 +50,7 @@ struct dropout_config {
         if (!(p >= 0.0f && p <= 1.0f)) return status::error(errc::invalid_option, "dropout p");
         if (!(attn_p <= 1.0f)) return status::error(errc::invalid_option, "dropout attn_p");
         if (!(act_p <= 1.0f)) return status::error(errc::invalid_option, "dropout act_p");
+        if (!(lora_p >= 0.0f && lora_p <= 1.0f)) return status::error(errc::invalid_option, "dropout lora_p");
         return {};
     }
 };
@@ -56,7 +60,7 @@ class dropout_rng {
   public:
     explicit dropout_rng(const dropout_config& c)
         : key_{static_cast<std::uint32_t>(c.seed), static_cast<std::uint32_t>(c.seed >> 32)}, step_(c.step),
-          p_{c.p, c.attn_p < 0 ? c.p : c.attn_p, c.act_p < 0 ? c.p : c.act_p} {}
+          p_{c.p, c.attn_p < 0 ? c.p : c.attn_p, c.act_p < 0 ? c.p : c.act_p, c.lora_p} {}
 
     static constexpr bool enabled = true;
     // Whether the site drops anything (p > 0); the layer fuses residual adds where it does not.
@@ -67,7 +71,7 @@ class dropout_rng {
             case dropout_site::self_attn_weights:
             case dropout_site::cross_attn_weights: return p_[1];
             case dropout_site::ffn_activation: return p_[2];
-            default: return p_[0];
+            default: return s >= dropout_site::lora_input ? p_[3] : p_[0];
         }
     }
 
@@ -99,7 +103,7 @@ class dropout_rng {
   private:
     std::array<std::uint32_t, 2> key_;
     std::uint32_t step_;
-    float p_[3];
+    float p_[4];
 };
 
 // Eval mode: dropout is exactly the identity and costs nothing.

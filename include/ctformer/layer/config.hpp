@@ -11,6 +11,7 @@
 
 #include "../modules/activations.hpp"
 #include "../modules/attention.hpp"
+#include "../modules/lora.hpp"
 #include "../modules/norm.hpp"
 #include "../kernels/rope.hpp"
 #include "names.hpp"
@@ -21,7 +22,7 @@ namespace tag {
 struct d_model; struct heads; struct ffn_dim; struct dtype; struct activation; struct norm; struct norm_first;
 struct eps; struct bias; struct attn_bias; struct ffn_bias; struct norm_bias; struct cross_attention;
 struct score_scale; struct check_finite; struct kv_heads; struct rope; struct max_positions; struct gated;
-struct param_names; struct weights; struct kv_cache; struct separate_qkv;
+struct param_names; struct weights; struct kv_cache; struct separate_qkv; struct lora;
 }  // namespace tag
 
 template <std::size_t N> struct d_model { using option_tag = tag::d_model; static constexpr std::size_t value = N; };
@@ -98,6 +99,23 @@ template <class F> struct kv_cache {
     using option_tag = tag::kv_cache;
     using type = F;
 };
+// lora<R, Alpha, Targets>: low-rank adapters (PEFT's LoRA, modules/lora.hpp) of rank R and scale
+// Alpha / R on the projections Targets (ct::lora_q | ct::lora_v, PEFT's default for Llama; any of
+// lora_q, lora_k, lora_v, lora_o, lora_gate, lora_up, lora_down; lora_all). The layer gains an
+// Adapters role; the base params stay as they are (any weight format, in flash too) and are frozen
+// where adapters are trained (docs/lora.md).
+template <std::size_t R, long long Alpha, unsigned Targets = lora_q | lora_v> struct lora {
+    using option_tag = tag::lora;
+    static constexpr std::size_t rank = R;
+    static constexpr long long alpha = Alpha;
+    static constexpr unsigned targets = Targets;
+};
+struct no_lora {
+    using option_tag = tag::lora;
+    static constexpr std::size_t rank = 0;
+    static constexpr long long alpha = 0;
+    static constexpr unsigned targets = 0;
+};
 struct float_activations {};
 struct int8_activations {};
 template <class F, class A = float_activations> struct weights {
@@ -136,7 +154,7 @@ template <class... Opts> struct config {
                       unique<tag::norm_bias> && unique<tag::cross_attention> && unique<tag::score_scale> &&
                       unique<tag::check_finite> && unique<tag::kv_heads> && unique<tag::rope> &&
                       unique<tag::max_positions> && unique<tag::gated> && unique<tag::param_names> && unique<tag::separate_qkv> &&
-                      unique<tag::weights> && unique<tag::kv_cache>,
+                      unique<tag::weights> && unique<tag::kv_cache> && unique<tag::lora>,
                   "ctformer: an option is given twice");
     static constexpr bool all_bias = detail::pick<tag::bias, bias<true>, Opts...>::value;
 
@@ -169,6 +187,11 @@ template <class... Opts> struct config {
     static constexpr bool quantized = is_quantized_format<weight_format>;
     using cache_format = typename detail::pick<tag::kv_cache, kv_cache<dense>, Opts...>::type;
     using cache_element = cache_element_t<value_type, cache_format>;  // what a KV cache stores
+    using lora_type = typename detail::pick<tag::lora, no_lora, Opts...>;
+    static constexpr std::size_t lora_rank = lora_type::rank;
+    static constexpr long long lora_alpha = lora_type::alpha;
+    static constexpr unsigned lora_targets = lora_type::targets;
+    static constexpr bool has_lora = detail::count_tag<tag::lora, Opts...> != 0;
 
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");
     static_assert(d_model > 0, "ctformer: d_model is zero or missing (add ct::d_model<N>)");
@@ -201,6 +224,19 @@ template <class... Opts> struct config {
                   "2 (bf16), 4 (int8) or 8 (int4)");
     static_assert(weight_format::group == 0 || (d_model % weight_format::group == 0 && ffn_dim % weight_format::group == 0),
                   "ctformer: the int4 group size must divide the input features (d_model and ffn_dim)");
+
+    static_assert(!has_lora || lora_rank > 0, "ctformer: ct::lora<R, Alpha, Targets>: the rank R must be positive");
+    static_assert(!has_lora || lora_alpha > 0, "ctformer: ct::lora<R, Alpha, Targets>: Alpha must be positive");
+    static_assert(!has_lora || (lora_targets != 0 && (lora_targets & ~unsigned{lora_all}) == 0),
+                  "ctformer: ct::lora<R, Alpha, Targets>: Targets is a non-empty or of ct::lora_q, lora_k, lora_v, lora_o, "
+                  "lora_gate, lora_up, lora_down");
+    static_assert(!has_lora || gated || (lora_targets & lora_gate) == 0,
+                  "ctformer: ct::lora targets gate_proj (ct::lora_gate), which a plain feed-forward lacks (ct::gated<true> has it)");
+    static_assert(!has_lora || separate_qkv || (lora_targets & (lora_q | lora_k | lora_v | lora_o)) == 0,
+                  "ctformer: ct::lora adapts separate q/k/v/o projections: the packed in-projection has none "
+                  "(ct::separate_qkv<true>, or target only the feed-forward)");
+    static_assert(!has_lora || !cross_attention,
+                  "ctformer: ct::lora adapts decoder-only blocks (cross_attention<false>, Llama and GPT blocks)");
 
     // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
     // or const char*: what the exporter writes into a file's metadata and load_state_dict checks

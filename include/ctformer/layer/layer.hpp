@@ -40,6 +40,10 @@ namespace ctformer {
 
 template <class L, std::size_t N, bool FinalNorm> struct DecoderStack;
 
+// What a layer's entry points take as weights: its Params (the base alone) or the base with
+// adapters (ct::with_adapters(params, adapters): layers with ct::lora, modules/lora.hpp).
+template <class PA, class P, class A> concept params_or_adapted = std::is_same_v<PA, P> || std::is_same_v<PA, adapted<P, A>>;
+
 template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regions<Cfg> {
     // A stack checks its call once, then runs its layers' backward without re-checking (stack.hpp).
     template <class, std::size_t, bool> friend struct DecoderStack;
@@ -53,6 +57,15 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // Gradients have the params' type: the same reflected names (for_each_tensor, save_state_dict
     // writes them in PyTorch's layout) and the same storage layout (an optimizer is elementwise).
     using Grads = Params;
+    // Low-rank adapters (ct::lora): their own role, in RAM beside base params that may be anywhere.
+    // Entry points take Params or ct::with_adapters(params, adapters); backward then adds the
+    // adapters' gradients only (the base is frozen). Without the option every member is absent.
+    using Adapters = params_role<LayerAdapters<Cfg>>;
+    template <class PA> using grads_of = std::conditional_t<std::is_same_v<PA, Params>, Grads, Adapters>;
+    static constexpr const Params& base_of(const Params& p) { return p; }
+    static constexpr const Params& base_of(const adapted<Params, Adapters>& p) { return p.params; }
+    static constexpr const Adapters* adapters_of(const Params&) { return nullptr; }
+    static constexpr const Adapters* adapters_of(const adapted<Params, Adapters>& p) { return &p.adapters; }
     using Activation = typename Cfg::activation_type;
     using Norm = typename Cfg::norm_type;
     using Attn = modules::attention<Cfg>;
@@ -97,36 +110,37 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // Every entry point returns a status: errc::out_of_range if a mask's runtime values do not fit
     // (a key length above the key count), errc::non_finite for a NaN/inf input with
     // check_finite<true>; on an error nothing is computed or written.
-    template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires memory_arg<Mem>
-    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
+    static constexpr status forward(const PA& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                     const SelfMask& sm = {}, const CrossMask& cm = {}) {
         checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out); !st) return st;
-        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         return {};
     }
-    template <class Tgt, class Out, class WS, class SelfMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross && tensor_like<Out>)
-    static constexpr status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
+    static constexpr status forward(const PA& p, WS& ws, const Tgt& tgt, Out& out, const SelfMask& sm = {}) {
         return forward(p, ws, tgt, no_memory{}, out, sm);
     }
 
     // ---- Training-mode forward: dropout at PyTorch's sites, reproducible from (seed, step) ----
-    template <class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires(memory_arg<Mem> && !is_activations_v<Tgt>)
-    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
+    static status forward_train(const PA& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         check_trainable();
         checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
-        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
+        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc),
+            static_cast<void*>(nullptr));
         return {};
     }
     // The same, saving what backward needs into acts (Activations<B, Tq, S>).
-    template <class Acts, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class Tgt, class Mem, class Out, class WS, class SelfMask = no_mask, class CrossMask = no_mask>
         requires(memory_arg<Mem> && is_activations_v<Acts>)
-    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
+    static status forward_train(const PA& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using M = memory_t<Mem, Tgt>;
         check_trainable();
@@ -134,19 +148,19 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         checks::template check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         acts.dropout = dc;
-        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
+        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
         acts.filled = true;
         return {};
     }
-    template <class Tgt, class Out, class WS, class SelfMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross && tensor_like<Out>)
-    static status forward_train(const Params& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
+    static status forward_train(const PA& p, WS& ws, const Tgt& tgt, Out& out, const dropout_config& dc,
                                 const SelfMask& sm = {}) {
         return forward_train(p, ws, tgt, no_memory{}, out, dc, sm);
     }
-    template <class Acts, class Tgt, class Out, class WS, class SelfMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class Tgt, class Out, class WS, class SelfMask = no_mask>
         requires(!cross && is_activations_v<Acts> && tensor_like<Out>)
-    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
+    static status forward_train(const PA& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out, const dropout_config& dc,
                                 const SelfMask& sm = {}) {
         return forward_train(p, ws, acts, tgt, no_memory{}, out, dc, sm);
     }
@@ -158,10 +172,10 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // must be the forward's; dropout is regenerated from the dropout_config it saved.
     // Returns errc::no_activations (and changes nothing) if acts were never filled; the masks and
     // d_out are checked as the forward's inputs are.
-    template <class Acts, class WS, class DOut, class DTgt, class DMem, class SelfMask = no_mask,
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class WS, class DOut, class DTgt, class DMem, class SelfMask = no_mask,
               class CrossMask = no_mask>
         requires(memory_arg<DMem> && is_activations_v<Acts>)
-    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
+    static status backward(const PA& p, const Acts& acts, WS& ws, const DOut& d_out, grads_of<PA>& grads, DTgt& d_tgt,
                            DMem& d_memory, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using LW = Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
         checks::template check_shapes<DOut, memory_t<DMem, DOut>, DTgt, LW, SelfMask, CrossMask>();
@@ -171,12 +185,17 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                                                                   d_out.data(), "d_out", nullptr);
             !st)
             return st;
-        backward_rows(p, grads, acts, ws, d_out.data(), d_tgt.data(), data_of(d_memory), sm, cm, dropout_rng(acts.dropout));
+        const dropout_rng drop(acts.dropout);
+        if constexpr (std::is_same_v<PA, Params>)
+            backward_rows(p, &grads, {}, acts, ws, d_out.data(), d_tgt.data(), data_of(d_memory), sm, cm, drop);
+        else
+            backward_rows(p.params, nullptr, {&p.adapters, &grads}, acts, ws, d_out.data(), d_tgt.data(), data_of(d_memory),
+                          sm, cm, drop);
         return {};
     }
-    template <class Acts, class WS, class DOut, class DTgt, class SelfMask = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class WS, class DOut, class DTgt, class SelfMask = no_mask>
         requires(!cross && is_activations_v<Acts> && !std::is_same_v<SelfMask, no_memory>)
-    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& grads, DTgt& d_tgt,
+    static status backward(const PA& p, const Acts& acts, WS& ws, const DOut& d_out, grads_of<PA>& grads, DTgt& d_tgt,
                            const SelfMask& sm = {}) {
         no_memory none;
         return backward(p, acts, ws, d_out, grads, d_tgt, none, sm);
@@ -209,7 +228,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // Everything but the heads is row-local: it runs in row stages (over_rows), between the heads.
     // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
     template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
-    static constexpr void run_rows(const Params& p, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
+    static constexpr void run_rows(const Params& p, const Adapters* ad, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
         const std::size_t M = B * Tq;
@@ -244,7 +263,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             T* u = nullptr;
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) u = acts->ffn.u + r0 * FFN::ldh;
-            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0);
+            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0,
+                         ffn_lora(ad, drop, Tq));
             finish(sublayers - 1, y, dropout_site::ffn_out, r0, r1);
         };
         T* spans = nullptr;
@@ -258,7 +278,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             }
         over_rows(parts, M, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
             if constexpr (!pre_norm) save_stream(acts, 0, x, r0, r1);
-            Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack);
+            Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack,
+                               attn_lora(ad, drop, Tq));
         });
         Attn::self_heads(bf, B, Tq, self_src, sm, drop);
         // rows [0, M): the self-attention's output, (cross) its queries, else the FFN; rows
@@ -271,7 +292,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             if (r0 >= M) return;
             r1 = r1 < M ? r1 : M;
             if (fused && y != x) copy_rows(x + r0 * D, y + r0 * D, r1 - r0);  // the residual the output adds onto
-            Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
+            Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack,
+                                 attn_lora(ad, drop, Tq), r0);
             finish(0, x, dropout_site::self_attn_out, r0, r1);
             if constexpr (cross)  // memory is never normalized
                 Attn::cross_query(p.multihead_attn, bfc.qkv, start(1, y, r0, r1), r0, r1, sc.pack);
@@ -291,8 +313,18 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // (A training call whose weight gradients would not split runs alone, schedule::train_alone:
     // its backward would read back on one core what the forward's parts wrote on two.)
 
+    // What the modules' calls pass to their adapters (nothing for a layer without ct::lora).
+    template <class Drop> static constexpr auto attn_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
+        if constexpr (Cfg::has_lora) return lora_pass<typename Adapters::attn_t, Drop>{ad ? &ad->self_attn : nullptr, drop, Tq};
+        else return no_lora_pass{};
+    }
+    template <class Drop> static constexpr auto ffn_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
+        if constexpr (Cfg::has_lora) return lora_pass<typename Adapters::ffn_t, Drop>{ad ? &ad->ffn : nullptr, drop, Tq};
+        else return no_lora_pass{};
+    }
+
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
-    static constexpr void run(const Params& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
+    static constexpr void run(const Params& p, const Adapters* ad, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
                     const CM& cm, const Drop& drop, Acts* acts) {
         using self_src = typename Attn::transient_self;
         if constexpr (cross) {
@@ -302,10 +334,10 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                     kv_mem = acts->cross_attn.kv_mem;
                     for (std::size_t i = 0; i < B * S * D; ++i) acts->cross_attn.mem[i] = mem[i];
                 }
-            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
+            run_rows(p, ad, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
                      cm, drop, acts);
         } else {
-            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
+            run_rows(p, ad, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
         }
     }
 
@@ -314,9 +346,12 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // (through the output dropout) goes back through the branch and adds onto grad.
     // Pre-norm: the branch's input gradient goes back through norm_k and adds onto grad.
     // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
+    // g: the params' gradients (+=), or null: the base is frozen and lg (the adapters the forward
+    // ran and their gradients) receives them.
     template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop>
-    static void backward_rows(const Params& p, Grads& g, const Activations<B, Tq, S>& a, TrainWorkspace<B, Tq, S>& ws,
-                              const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm, const Drop& drop) {
+    static void backward_rows(const Params& p, Grads* g, const lora_grads<Adapters>& lg, const Activations<B, Tq, S>& a,
+                              TrainWorkspace<B, Tq, S>& ws, const T* d_out, T* d_tgt, T* d_mem, const SM& sm, const CM& cm,
+                              const Drop& drop) {
         constexpr std::size_t M = B * Tq;
         const detail::alone_scope alone(schedule::train_alone(M));
         T* const grad = ws.grad;
@@ -324,7 +359,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         const typename Attn::grad_scratch sc{ws.qkv(), nullptr, ws.ctx(), ws.kt, ws.vt, ws.tiles, ws.train_pack()},
             sc_cross{ws.q_cross(), ws.kv_mem(), ws.ctx(), ws.kt, ws.vt, ws.tiles, ws.train_pack()};
         auto sublayer = [&](std::size_t k, dropout_site site, auto&& branch_backward) {
-            if constexpr (!pre_norm) NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k + 1], grad, grad, M, false);
+            if constexpr (!pre_norm) norm_backward(p, g, k, a.x[k + 1], grad, grad, M, false);
             const T* dbranch = grad;
             if (drop.drops(site)) {
                 copy_rows(grad, ws.dbranch, M);
@@ -334,7 +369,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             if constexpr (pre_norm) {
                 NormM::forward(norm_of(p, k), a.x[k], ws.input, M);
                 branch_backward(modules::branch_grad<T>{ws.input, dbranch, ws.din, false});
-                NormM::backward(norm_of(p, k), norm_of(g, k), a.x[k], ws.din, grad, M, true);
+                norm_backward(p, g, k, a.x[k], ws.din, grad, M, true);
             } else {
                 const T* in = a.x[0];
                 if (k > 0) {
@@ -345,16 +380,30 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             }
         };
         sublayer(sublayers - 1, dropout_site::ffn_out, [&](const modules::branch_grad<T>& bg) {
-            FFN::backward(ffn_of(p), ffn_of(g), bg, a.ffn.u, ws.hidden(), M, Tq, drop, sc.pack);
+            FFN::backward(ffn_of(p), g ? &ffn_of(*g) : nullptr, bg, a.ffn.u, ws.hidden(), M, Tq, drop, sc.pack,
+                          adapter_grads(lg, &Adapters::ffn));
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const modules::branch_grad<T>& bg) {
-                Attn::cross_backward(p.multihead_attn, g.multihead_attn, a.cross_attn, bg, d_mem, B, cm, drop, sc_cross);
+                Attn::cross_backward(p.multihead_attn, g->multihead_attn, a.cross_attn, bg, d_mem, B, cm, drop, sc_cross);
             });
         sublayer(0, dropout_site::self_attn_out, [&](const modules::branch_grad<T>& bg) {
-            Attn::self_backward(p.self_attn, g.self_attn, a.self_attn, bg, B, sm, drop, sc);
+            Attn::self_backward(p.self_attn, g ? &g->self_attn : nullptr, a.self_attn, bg, B, sm, drop, sc,
+                                adapter_grads(lg, &Adapters::self_attn));
         });
         add_rows(d_tgt, d_tgt, grad, M);
+    }
+
+    // sub-layer k's norm backward: its params' gradients too, unless frozen (g null)
+    static void norm_backward(const Params& p, Grads* g, std::size_t k, const T* x, const T* dy, T* dx, std::size_t M,
+                              bool accumulate) {
+        if (g) NormM::backward(norm_of(p, k), norm_of(*g, k), x, dy, dx, M, accumulate);
+        else NormM::backward_input(norm_of(p, k), x, dy, dx, M, accumulate);
+    }
+    // a module's share of lg (member: &Adapters::self_attn or ::ffn)
+    template <class Part> static auto adapter_grads(const lora_grads<Adapters>& lg, Part LayerAdapters<Cfg>::*member) {
+        if constexpr (Cfg::has_lora) return lora_grads<Part>{lg.ad ? &(lg.ad->*member) : nullptr, lg.g ? &(lg.g->*member) : nullptr};
+        else return no_lora_pass{};
     }
 
     template <class Cache, class X, class Y, class SWS, class SM, class CM>
@@ -381,7 +430,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
 
     // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
     template <class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
-    static status step_impl(const Params& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
+    static status step_impl(const Params& p, const Adapters* ad, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
                             const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,
                             const CM& cm) {
         constexpr std::size_t B = X::shape[0], C = X::shape[1];
@@ -403,10 +452,10 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         const std::size_t rows = B == 1 && count[0] < C ? count[0] : C;  // (count <= C: checked above)
         if (rows > 0) {
             if constexpr (cross)
-                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                run_rows(p, ad, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
                          cross_src(pos0, count), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
             else
-                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                run_rows(p, ad, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
                          typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         }
         for (std::size_t b = 0; b < B; ++b) {
@@ -444,20 +493,20 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // (capacity, capacity); cross masks (capacity, src_len). cc: the filled CrossKVCache, or
     // ct::no_memory for a decoder-only block.
     // Overflowing the capacity returns errc::cache_full and changes nothing.
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
         requires memory_arg<CC>
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+    static status step(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                        const SM& sm = {}, const CM& cm = {}) {
         std::array<std::size_t, B> count;
         count.fill(X::shape[1]);
         return step_ragged(p, ws, cache, cc, x, y, count, sm, cm);
     }
     // Ragged batch: count[b] <= Chunk positions of row b are fed (rows past count[b] output zeros).
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
         requires memory_arg<CC>
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+    static status step_ragged(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}, const CM& cm = {}) {
         check_step_shapes<KVCache<B, Cap>, X, Y, SWS, SM, CM>();
         if constexpr (cross) {
@@ -470,19 +519,19 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
                 return typename Attn::template cached_cross<CC, B>{cc, pos0, n};
             };
-            return step_impl(p, ws, cache, src, S, x, y, count, sm, cm);
+            return step_impl(base_of(p), adapters_of(p), ws, cache, src, S, x, y, count, sm, cm);
         } else {
-            return step_impl(p, ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
+            return step_impl(base_of(p), adapters_of(p), ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
         }
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
         requires(!cross && tensor_like<X>)
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
+    static status step(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
         return step(p, ws, cache, no_memory{}, x, y, sm);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
         requires(!cross && tensor_like<X>)
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
+    static status step_ragged(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
         return step_ragged(p, ws, cache, no_memory{}, x, y, count, sm);
     }

@@ -8,6 +8,7 @@
 
 #include "../modules/attention.hpp"
 #include "../modules/feed_forward.hpp"
+#include "../modules/lora.hpp"
 #include "../modules/norm.hpp"
 
 namespace ctformer {
@@ -44,6 +45,17 @@ template <class Cfg> struct LayerParams<Cfg, false> : layer_parts<Cfg> {
     using ffn_t = typename P::ffn_t;
     using norm_t = typename P::norm_t;
     BOOST_HANA_DEFINE_STRUCT(LayerParams, (attn_t, self_attn), (ffn_t, ffn), (norm_t, norm1), (norm_t, norm2));
+};
+
+// A layer's adapters (ct::lora, modules/lora.hpp): the attention's and feed-forward's, under the
+// layer's names (Hugging Face's: self_attn.q_proj.lora_A.weight, mlp.down_proj.lora_B.weight).
+// Without the option every member is absent.
+template <class Cfg> struct LayerAdapters {
+    using role = role::layer;
+    using names = typename Cfg::names_type;
+    using attn_t = AttentionAdapters<Cfg>;
+    using ffn_t = FeedForwardAdapters<Cfg>;
+    BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (ffn_t, ffn));
 };
 
 }  // namespace ctformer

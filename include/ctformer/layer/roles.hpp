@@ -82,7 +82,8 @@ template <class Cfg, std::size_t B, std::size_t Tq, std::size_t S> struct train_
     static constexpr std::size_t F = Cfg::ffn_dim, Mx = M > Ms ? M : Ms, Ox = 3 * D > F ? 3 * D : F;
     // (the input gradients' GEMMs have M or Ms rows)
     static constexpr std::size_t Kx = Mx > Ox ? Mx : Ox, In = D > F ? D : F,
-                                 pack_m = kernels::gemm_train_pack_elems<T>(Mx, Kx, In, M),
+                                 nt_m = Cfg::has_lora ? 0 : M,  // (adapters: input gradients of any row count)
+                                 pack_m = kernels::gemm_train_pack_elems<T>(Mx, Kx, In, nt_m),
                                  pack_ms = kernels::gemm_train_pack_elems<T>(Mx, Kx, In, Ms),
                                  train_pack_elems = pack_m > pack_ms ? pack_m : pack_ms;
     alignas(64) T grad[M * D];    // the residual stream's gradient

@@ -189,7 +189,7 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         using LW = typename L::template Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
         L::template check_shapes<DOut, typename L::template memory_t<DMem, DOut>, DTgt, LW, SM, CM>();
         return backward_chain(p, acts, ws, d_out, g, d_tgt, [&](std::size_t i, const auto& dy, auto& dx) {
-            L::backward_rows(p.layers[i], g.layers[i], acts.layer[i], ws, dy.data(), dx.data(), L::data_of(d_memory), sm,
+            L::backward_rows(p.layers[i], &g.layers[i], {}, acts.layer[i], ws, dy.data(), dx.data(), L::data_of(d_memory), sm,
                              cm, dropout_rng(acts.layer[i].dropout));
         });
     }

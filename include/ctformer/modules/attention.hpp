@@ -16,6 +16,7 @@
 #include "attention_params.hpp"
 #include "attention_sources.hpp"
 #include "linear.hpp"
+#include "lora.hpp"
 
 namespace ctformer::modules {
 
@@ -105,10 +106,18 @@ template <class Cfg> struct attention {
     // Self-attention's q|k|v of rows [r0, r1): qkv rows = x rows · [Wq; Wk; Wv]ᵀ + b, RoPE applied
     // at each fed row's position (src: where batch row b's rows start and how many are fed).
     // x, qkv: the whole (B*Tq)-row buffers.
-    template <class Src>
+    // (lo: the layer's adapters, modules/lora.hpp)
+    template <class Src, class Lo = no_lora_pass>
     static constexpr void self_project(const Params& p, T* qkv, const T* x, std::size_t r0, std::size_t r1,
-                                       std::size_t Tq, const Src& src, T* pack) {
+                                       std::size_t Tq, const Src& src, T* pack, const Lo& lo = {}) {
         project_qkv(p, x + r0 * D, r1 - r0, qkv + r0 * qkv_ld, pack);
+        if constexpr (passes_adapters<Lo>)
+            if (lo.ad) {
+                const std::size_t n = r1 - r0;
+                lora::forward<lora_q>(lo.ad->q_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                lora::forward<lora_k>(lo.ad->k_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + k_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                lora::forward<lora_v>(lo.ad->v_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + v_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
+            }
         if constexpr (rope)
             for (std::size_t r = r0; r < r1; ++r)
                 if (r % Tq < src.fed(r / Tq)) rotate_rows<false>(qkv + r * qkv_ld, 1, src.first_pos(r / Tq) + r % Tq);
@@ -261,10 +270,14 @@ template <class Cfg> struct attention {
         linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, ldkv, pack);
     }
 
-    // out (+)= ctx · out_projᵀ + bias
-    static constexpr void out_projection(const Params& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack) {
+    // out (+)= ctx · out_projᵀ + bias (+ the adapter's; ctx holds rows first.. of the call's)
+    template <class Lo = no_lora_pass>
+    static constexpr void out_projection(const Params& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack,
+                                         const Lo& lo = {}, std::size_t first = 0) {
         const auto& o = out_proj(a);
         linear::forward(o.weight, 0, 1, ctx, rows, o.bias_data(), out, D, pack, kernels::identity_op{}, accumulate);
+        if constexpr (passes_adapters<Lo>)
+            if (lo.ad) lora::forward<lora_o>(lo.ad->o_proj, ctx, D, rows, out, D, pack, lo.drop, lo.Tq, first);
     }
     template <class P> static constexpr auto& out_proj(P& a) {
         if constexpr (separate) return a.o_proj;
@@ -285,14 +298,17 @@ template <class Cfg> struct attention {
         T* pack;
     };
     // sv: what the forward saved; bg: the sub-layer's input, output gradient and input gradient.
-    template <std::size_t M, class Mask, class Drop>
-    static void self_backward(const Params& p, Params& g, const self_saved<M>& sv, const branch_grad<T>& bg, std::size_t B,
-                              const Mask& mask, const Drop& drop, const grad_scratch& s) {
+    // g: the params' gradients (+=), or null (frozen: adapters train, lg: their gradients).
+    template <std::size_t M, class Mask, class Drop, class Lg = no_lora_pass>
+    static void self_backward(const Params& p, Params* g, const self_saved<M>& sv, const branch_grad<T>& bg, std::size_t B,
+                              const Mask& mask, const Drop& drop, const grad_scratch& s, const Lg& lg = {}) {
         const std::size_t Tq = M / B;
         const T *x = bg.x, *qkv = sv.qkv, *ctx = sv.ctx, *lse = sv.lse, *dy = bg.dy;
         T* const dx = bg.dx;
         const bool accumulate = bg.accumulate;
         out_backward(p, g, ctx, dy, M, s);
+        if constexpr (passes_adapters<Lg>)
+            if (lg.ad) lora::backward<lora_o>(lg.ad->o_proj, lg.g->o_proj, ctx, D, M, dy, D, s.d_ctx, s.pack, drop, Tq);
         const T scale = score_scale();
         // (a key/value head's G query heads in one part, in order: they add into its dk, dv,
         // which that part zeroes first, with its dq: the part that writes them)
@@ -314,14 +330,17 @@ template <class Cfg> struct attention {
         if constexpr (rope)  // gradients of the rotated q, k -> of the projections' outputs
             for (std::size_t b = 0; b < B; ++b) rotate_rows<true>(s.d_q + b * Tq * qkv_ld, Tq, 0);
         if constexpr (separate) {
-            linear::backward(p.q_proj.weight, g.q_proj.weight, 0, 1, x, M, s.d_q, qkv_ld, g.q_proj.bias_data(), dx,
-                             accumulate, s.pack);
-            linear::backward(p.k_proj.weight, g.k_proj.weight, 0, 1, x, M, s.d_q + k_off, qkv_ld, g.k_proj.bias_data(),
-                             dx, true, s.pack);
-            linear::backward(p.v_proj.weight, g.v_proj.weight, 0, 1, x, M, s.d_q + v_off, qkv_ld, g.v_proj.bias_data(),
-                             dx, true, s.pack);
+            linear::backward_of(p.q_proj, g ? &g->q_proj : nullptr, x, M, s.d_q, qkv_ld, dx, accumulate, s.pack);
+            linear::backward_of(p.k_proj, g ? &g->k_proj : nullptr, x, M, s.d_q + k_off, qkv_ld, dx, true, s.pack);
+            linear::backward_of(p.v_proj, g ? &g->v_proj : nullptr, x, M, s.d_q + v_off, qkv_ld, dx, true, s.pack);
+            if constexpr (passes_adapters<Lg>)
+                if (lg.ad) {
+                    lora::backward<lora_q>(lg.ad->q_proj, lg.g->q_proj, x, D, M, s.d_q, qkv_ld, dx, s.pack, drop, Tq);
+                    lora::backward<lora_k>(lg.ad->k_proj, lg.g->k_proj, x, D, M, s.d_q + k_off, qkv_ld, dx, s.pack, drop, Tq);
+                    lora::backward<lora_v>(lg.ad->v_proj, lg.g->v_proj, x, D, M, s.d_q + v_off, qkv_ld, dx, s.pack, drop, Tq);
+                }
         } else {
-            linear::backward(p.in_proj_weight, g.in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, g.in_bias_data(), dx,
+            linear::backward(p.in_proj_weight, g->in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, g->in_bias_data(), dx,
                              accumulate, s.pack);
         }
     }
@@ -338,7 +357,7 @@ template <class Cfg> struct attention {
         const T *x = bg.x, *q = sv.q, *mem = sv.mem, *kv_mem = sv.kv_mem, *ctx = sv.ctx, *lse = sv.lse, *dy = bg.dy;
         T* const dx = bg.dx;
         const bool accumulate = bg.accumulate;
-        out_backward(a, ga, ctx, dy, M, s);
+        out_backward(a, &ga, ctx, dy, M, s);
         const T scale = score_scale();
         for_head_grads(B, H, Tq, S, s, [&](std::size_t b, std::size_t h, head_scratch<T> hs) {
             const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
@@ -381,10 +400,9 @@ template <class Cfg> struct attention {
         for (std::size_t r = 0; r < rows; ++r)
             for (std::size_t c = 0; c < cols; ++c) x[r * ld + c] = T(0);
     }
-    // out_proj's backward: its grads (+=) and d_ctx = dy · W_o.
-    static void out_backward(const Params& a, Params& ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
-        linear::backward(out_proj(a).weight, out_proj(ga).weight, 0, 1, ctx, M, dy, D, out_proj(ga).bias_data(), s.d_ctx,
-                         false, s.pack);
+    // out_proj's backward: its grads (+=; ga null: frozen) and d_ctx = dy · W_o.
+    static void out_backward(const Params& a, Params* ga, const T* ctx, const T* dy, std::size_t M, const grad_scratch& s) {
+        linear::backward_of(out_proj(a), ga ? &out_proj(*ga) : nullptr, ctx, M, dy, D, s.d_ctx, false, s.pack);
     }
 };
 

@@ -13,6 +13,7 @@
 #include "../kernels/elementwise.hpp"
 #include "activations.hpp"
 #include "linear.hpp"
+#include "lora.hpp"
 
 namespace ctformer {
 
@@ -61,82 +62,142 @@ template <class Cfg> struct feed_forward {
     // activation is linear1's epilogue. Dropout after the activation, the rows numbered by
     // dropout_row_id(first + r, Tq) (x holds the rows from row `first` of the layer's on).
     // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
-    template <class Drop>
+    // (lo: the layer's adapters, modules/lora.hpp)
+    template <class Drop, class Lo = no_lora_pass>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0) {
-        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, first);
-        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, first);
+                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0, const Lo& lo = {}) {
+        const adapters_in<Lo> ad{lo, first};
+        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, ad);
+        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, ad);
     }
-    template <class Drop>
-    static void backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden, std::size_t rows,
-                         std::size_t Tq, const Drop& drop, T* pack) {
+    // g: the params' gradients (+=), or null (frozen: adapters train, lg: their gradients).
+    template <class Drop, class Lg = no_lora_pass>
+    static void backward(const Params& p, Params* g, const branch_grad<T>& bg, const T* u, T* hidden, std::size_t rows,
+                         std::size_t Tq, const Drop& drop, T* pack, const Lg& lg = {}) {
         static_assert(differentiable_activation<Act, T>,
                       "ctformer: the activation has no derivative: training needs a member derivative(x) "
                       "(see modules/activations.hpp)");
-        if constexpr (gated) gated_backward(p, g, bg, u, hidden, rows, Tq, drop, pack);
-        else dense_backward(p, g, bg, u, hidden, rows, Tq, drop, pack);
+        const adapter_grads<Lg, Drop> ag{lg, drop, Tq, pack};
+        if constexpr (gated) gated_backward(p, g, bg, u, hidden, rows, Tq, drop, pack, ag);
+        else dense_backward(p, g, bg, u, hidden, rows, Tq, drop, pack, ag);
     }
 
   private:
+    // A call's adapters (none: each call is a no-op), by projection bit (modules/lora.hpp: a plain
+    // FFN's linear1 is lora_up, linear2 lora_down). first: the numbering of x's first row (dropout).
+    template <class Lo> struct adapters_in {
+        const Lo& lo;
+        std::size_t first;
+        constexpr bool on() const {
+            if constexpr (passes_adapters<Lo>) return lo.ad != nullptr;
+            else return false;
+        }
+        // y: (rows, Out) at ldy += the adapter of projection Bit on x: (rows, In) at ldx
+        template <unsigned Bit>
+        void operator()(const T* x, std::size_t ldx, std::size_t rows, T* y, std::size_t ldy, T* pack) const {
+            if constexpr (passes_adapters<Lo>)
+                if (lo.ad) {
+                    using A = std::remove_cvref_t<decltype(*lo.ad)>;
+                    lora::forward<Bit>(A::template slot<Bit>(*lo.ad), x, ldx, rows, y, ldy, pack, lo.drop, lo.Tq, first);
+                }
+        }
+    };
+    template <class Lg, class Drop> struct adapter_grads {
+        const Lg& lg;
+        const Drop& drop;
+        std::size_t Tq;
+        T* pack;
+        // the adapter's gradients from its input x and its output's gradient dy
+        template <unsigned Bit> void weights(const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy) const {
+            if constexpr (passes_adapters<Lg>)
+                if (lg.ad) {
+                    using A = std::remove_cvref_t<decltype(*lg.ad)>;
+                    lora::weight_grads<Bit>(A::template slot<Bit>(*lg.ad), A::template slot<Bit>(*lg.g), x, ldx, rows, dy, ldy,
+                                            pack, drop, Tq);
+                }
+        }
+        // dx += the adapter's share of its input's gradient
+        template <unsigned Bit> void input(const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx) const {
+            if constexpr (passes_adapters<Lg>)
+                if (lg.ad) {
+                    using A = std::remove_cvref_t<decltype(*lg.ad)>;
+                    lora::input_grad<Bit>(A::template slot<Bit>(*lg.ad), dy, ldy, rows, dx, ldx, pack, drop, Tq);
+                }
+        }
+    };
+
     // h: (rows, F) at ldh = act(u) (rows in parts: each row alone)
     static constexpr void activate_rows(const T* u, T* h, std::size_t rows) {
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::map(u + r * ldh, h + r * ldh, F, Act{}); });
     }
-    // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
-    template <class Drop>
+    // (parameters: the sub-layer's input and output, its scratch, dropout's row numbering, adapters.)
+    // With an adapter on linear1 its output is completed before the activation (no fused epilogue).
+    template <class Drop, class Ad>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
-        if (u) {
-            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), u, ldh, pack);
-            activate_rows(u, hidden, rows);
+                        std::size_t Tq, const Drop& drop, T* pack, T* u, const Ad& ad) {
+        if (u || ad.on()) {
+            T* pre = u ? u : hidden;
+            linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), pre, ldh, pack);
+            ad.template operator()<lora_up>(x, D, rows, pre, ldh, pack);
+            activate_rows(pre, hidden, rows);
         } else {
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), hidden, ldh, pack, Act{});
         }
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, first);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, ad.first);
         linear::forward(p.linear2.weight, 0, 1, hidden, rows, p.linear2.bias_data(), out, D, pack, kernels::identity_op{},
                         accumulate, ldh);
+        ad.template operator()<lora_down>(hidden, ldh, rows, out, D, pack);
     }
 
     // From x: (rows, D) and u: (rows, F) (the forward's input and saved pre-activation) and
-    // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=), and
-    // dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) at ldh, scratch.
-    template <class Drop>
-    static void dense_backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden,
-                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+    // dy: (rows, D) (the FFN output's gradient): grads of linear1 and linear2 (+=; g null: frozen)
+    // and of their adapters, and dx: (rows, D) (+)= the input's gradient. hidden: (rows, F) at
+    // ldh, scratch.
+    template <class Drop, class Ag>
+    static void dense_backward(const Params& p, Params* g, const branch_grad<T>& bg, const T* u, T* hidden,
+                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack, const Ag& ag) {
         const T *x = bg.x, *dy = bg.dy;
-        // h = dropout(act(u)) again, for linear2's weight gradient
+        // h = dropout(act(u)) again, for linear2's (and its adapter's) weight gradient
         activate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        linear::backward(p.linear2.weight, g.linear2.weight, 0, 1, hidden, rows, dy, D, g.linear2.bias_data(),
-                         static_cast<T*>(nullptr), false, pack, ldh);
-        // dh: (rows, F) = dy · W2, through the dropout and the activation: du = dh ∘ act'(u)
+        if (g)
+            linear::backward(p.linear2.weight, g->linear2.weight, 0, 1, hidden, rows, dy, D, g->linear2.bias_data(),
+                             static_cast<T*>(nullptr), false, pack, ldh);
+        ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
+        // dh: (rows, F) = dy · W2 (+ the adapter's), through the dropout and the activation: du = dh ∘ act'(u)
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
+        ag.template input<lora_down>(dy, D, rows, hidden, ldh);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
-        linear::backward(p.linear1.weight, g.linear1.weight, 0, 1, x, rows, hidden, ldh, g.linear1.bias_data(), bg.dx,
-                         bg.accumulate, pack);
+        linear::backward_of(p.linear1, g ? &g->linear1 : nullptr, x, rows, hidden, ldh, bg.dx, bg.accumulate, pack);
+        ag.template weights<lora_up>(x, D, rows, hidden, ldh);
+        ag.template input<lora_up>(hidden, ldh, rows, bg.dx, D);
     }
 
     // Gated: hidden: (rows, 2F) at ldh holds gate | up; h = dropout(act(gate) ∘ up) in the gate's
     // columns, then out (+)= h · down_projᵀ. Training saves gate | up before the activation in u.
-    // (parameters: the sub-layer's input and output, its scratch, and dropout's row numbering.)
-    template <class Drop>
+    // (parameters: the sub-layer's input and output, its scratch, dropout's row numbering, adapters.)
+    template <class Drop, class Ad>
     static constexpr void gated_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                                        std::size_t Tq, const Drop& drop, T* pack, T* u, std::size_t first) {
-        if (u) {
-            linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), u, ldh, pack);
-            linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), u + F, ldh, pack);
-            gate_rows(u, hidden, rows);
+                                        std::size_t Tq, const Drop& drop, T* pack, T* u, const Ad& ad) {
+        if (u || ad.on()) {
+            T* pre = u ? u : hidden;
+            linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), pre, ldh, pack);
+            linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), pre + F, ldh, pack);
+            ad.template operator()<lora_gate>(x, D, rows, pre, ldh, pack);
+            ad.template operator()<lora_up>(x, D, rows, pre + F, ldh, pack);
+            gate_rows(pre, hidden, rows);
         } else {
             linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), hidden, ldh, pack, Act{});
             linear::forward(p.up_proj.weight, 0, 1, x, rows, p.up_proj.bias_data(), hidden + F, ldh, pack);
             schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_inplace(hidden + r * ldh, hidden + r * ldh + F, F); });
         }
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, first);
+        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation, ad.first);
         linear::forward(p.down_proj.weight, 0, 1, hidden, rows, p.down_proj.bias_data(), out, D, pack,
                         kernels::identity_op{}, accumulate, ldh);
+        ad.template operator()<lora_down>(hidden, ldh, rows, out, D, pack);
     }
-    // h: (rows, F) at ldh = act(u's gate) ∘ u's up
+    // h: (rows, F) at ldh = act(u's gate) ∘ u's up (h may be u: each row's gate is read before it is written)
     static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
         schedule::for_each_row(rows, F, [&](std::size_t r) {
             kernels::map(u + r * ldh, h + r * ldh, F, Act{});
@@ -144,16 +205,19 @@ template <class Cfg> struct feed_forward {
         });
     }
     // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
-    // d_gate = dh ∘ up ∘ act'(gate); then the projections' gradients.
-    template <class Drop>
-    static void gated_backward(const Params& p, Params& g, const branch_grad<T>& bg, const T* u, T* hidden,
-                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack) {
+    // d_gate = dh ∘ up ∘ act'(gate); then the projections' (g null: frozen) and adapters' gradients.
+    template <class Drop, class Ag>
+    static void gated_backward(const Params& p, Params* g, const branch_grad<T>& bg, const T* u, T* hidden,
+                               std::size_t rows, std::size_t Tq, const Drop& drop, T* pack, const Ag& ag) {
         const T *x = bg.x, *dy = bg.dy;
         gate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        linear::backward(p.down_proj.weight, g.down_proj.weight, 0, 1, hidden, rows, dy, D, g.down_proj.bias_data(),
-                         static_cast<T*>(nullptr), false, pack, ldh);
+        if (g)
+            linear::backward(p.down_proj.weight, g->down_proj.weight, 0, 1, hidden, rows, dy, D, g->down_proj.bias_data(),
+                             static_cast<T*>(nullptr), false, pack, ldh);
+        ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
         kernels::gemm_nt_panels(rows, F, D, dy, D, p.down_proj.weight.panels(), hidden, ldh, pack, false);
+        ag.template input<lora_down>(dy, D, rows, hidden, ldh);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) {
             T* dh = hidden + r * ldh;  // -> d_gate
@@ -164,10 +228,12 @@ template <class Cfg> struct feed_forward {
             kernels::mul_inplace(dh, gate + F, F);
             kernels::mul_derivative(dh, gate, F, Act{});
         });
-        linear::backward(p.gate_proj.weight, g.gate_proj.weight, 0, 1, x, rows, hidden, ldh, g.gate_proj.bias_data(), bg.dx,
-                         bg.accumulate, pack);
-        linear::backward(p.up_proj.weight, g.up_proj.weight, 0, 1, x, rows, hidden + F, ldh, g.up_proj.bias_data(), bg.dx,
-                         true, pack);
+        linear::backward_of(p.gate_proj, g ? &g->gate_proj : nullptr, x, rows, hidden, ldh, bg.dx, bg.accumulate, pack);
+        linear::backward_of(p.up_proj, g ? &g->up_proj : nullptr, x, rows, hidden + F, ldh, bg.dx, true, pack);
+        ag.template weights<lora_gate>(x, D, rows, hidden, ldh);
+        ag.template weights<lora_up>(x, D, rows, hidden + F, ldh);
+        ag.template input<lora_gate>(hidden, ldh, rows, bg.dx, D);
+        ag.template input<lora_up>(hidden + F, ldh, rows, bg.dx, D);
     }
 };
 

@@ -90,6 +90,25 @@ struct linear {
                                         accumulate || s > 0);
         }
     }
+
+    // A frozen weight's backward: dx: (rows, In) at ldx (0: In) (+)= dy: (rows, Out) at ldy · W.
+    template <class Wt, class T>
+    static void input_grad(const Wt& w, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx,
+                           bool accumulate, T* pack) {
+        static_assert(!is_quantized_weight_v<Wt>,
+                      "ctformer: the input gradient through a quantized weight is not implemented: adapters train over "
+                      "dense weights (ct::weights<ct::dense>)");
+        static_assert(Wt::segments_contiguous || Wt::segments == 1, "ctformer: input_grad reads a whole weight");
+        kernels::gemm_nt_panels(rows, Wt::in_features, Wt::out_features, dy, ldy, w.panels(), dx, ldx ? ldx : Wt::in_features,
+                                pack, accumulate);
+    }
+    // A LinearParams' backward: its gradients (+= into *g) and dx, or dx alone (g null: frozen).
+    template <class LP, class T>
+    static void backward_of(const LP& p, LP* g, const T* x, std::size_t rows, const T* dy, std::size_t ldy, T* dx,
+                            bool accumulate, T* pack, std::size_t ldx = 0) {
+        if (g) backward(p.weight, g->weight, 0, 1, x, rows, dy, ldy, g->bias_data(), dx, accumulate, pack, ldx);
+        else if (dx) input_grad(p.weight, dy, ldy, rows, dx, ldx, accumulate, pack);
+    }
 };
 
 }  // namespace ctformer::modules

@@ -165,6 +165,15 @@ template <class Cfg> struct norm {
         for (std::size_t r = 0; r < rows; ++r)
             Policy::template backward<D>(np, g, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
     }
+    // A frozen norm's backward (its params are not trained: adapters are): dx alone.
+    template <class NP> static void backward_input(const NP& np, const T* x, const T* dy, T* dx, std::size_t rows, bool accumulate) {
+        static_assert(requires(T* v) { Policy::template backward_input<D>(np, x, dy, v, eps(), accumulate); },
+                      "ctformer: the norm policy has no backward_input<D>(params, x, dy, dx, eps, accumulate): training "
+                      "adapters through it needs one (see modules/norm.hpp)");
+        schedule::for_each_row(rows, D, [&](std::size_t r) {
+            Policy::template backward_input<D>(np, x + r * D, dy + r * D, dx + r * D, eps(), accumulate);
+        });
+    }
 };
 
 }  // namespace ctformer::modules

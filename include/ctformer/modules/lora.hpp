@@ -1,0 +1,228 @@
+// ctformer/modules/lora.hpp — low-rank adapters (LoRA, PEFT's formulas) over a frozen linear
+// layer, forward and backward side by side:
+//
+//   y = W x + b + s · B (A drop(x)),   s = α / r,   A: (r, In), B: (Out, r)
+//
+// The base weight W may be of any format (quantized, in flash); A and B are float, in RAM, in the
+// panel layout of every weight (modules/linear.hpp), under PEFT's names (lora_A.weight,
+// lora_B.weight). The attention and feed-forward modules call these for the projections the
+// layer's ct::lora option targets; what a projection has no adapter for is ct::absent.
+#pragma once
+#include <boost/hana/define_struct.hpp>
+#include <cstddef>
+#include <type_traits>
+
+#include "../core/dropout.hpp"
+#include "../core/reflect.hpp"
+#include "linear.hpp"
+
+namespace ctformer {
+
+// The projections an adapter can target (ct::lora's Targets: a bitwise or). A plain feed-forward's
+// linear1 and linear2 are lora_up and lora_down.
+enum lora_target : unsigned {
+    lora_q = 1, lora_k = 2, lora_v = 4, lora_o = 8, lora_gate = 16, lora_up = 32, lora_down = 64,
+    lora_attention = 15, lora_mlp = 112, lora_all = 127
+};
+
+// One adapted projection's adapter: lora_A (R, In), lora_B (Out, R); scale α/R.
+template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha> struct LoraParams {
+    static constexpr std::size_t rank = R, in_features = In, out_features = Out;
+    static constexpr T scale = static_cast<T>(static_cast<double>(Alpha) / static_cast<double>(R));
+    using a_t = LinearParams<T, R, In, false>;
+    using b_t = LinearParams<T, Out, R, false>;
+    BOOST_HANA_DEFINE_STRUCT(LoraParams, (a_t, lora_A), (b_t, lora_B));
+};
+// The adapter of a projection (Bit of Cfg's targets), or ct::absent where it has none.
+template <class Cfg, unsigned Bit, std::size_t Out, std::size_t In>
+using lora_slot = std::conditional_t<(Cfg::lora_targets & Bit) != 0,
+                                     LoraParams<typename Cfg::value_type, Out, In, Cfg::lora_rank, Cfg::lora_alpha>, absent>;
+
+// The adapters of an attention's separate projections (named as its params: q_proj, ...).
+template <class Cfg> struct AttentionAdapters {
+    using role = role::attention;
+    static constexpr std::size_t D = Cfg::d_model, Dkv = Cfg::kv_heads * Cfg::head_dim;
+    using q_t = lora_slot<Cfg, lora_q, D, D>;
+    using k_t = lora_slot<Cfg, lora_k, Dkv, D>;
+    using v_t = lora_slot<Cfg, lora_v, Dkv, D>;
+    using o_t = lora_slot<Cfg, lora_o, D, D>;
+    BOOST_HANA_DEFINE_STRUCT(AttentionAdapters, (q_t, q_proj), (k_t, k_proj), (v_t, v_proj), (o_t, o_proj));
+};
+// The adapters of a feed-forward: gated (gate_proj, up_proj, down_proj) or plain (linear1, linear2).
+template <class Cfg, bool Gated = Cfg::gated> struct FeedForwardAdapters {
+    using role = role::ffn;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    using gate_t = lora_slot<Cfg, lora_gate, F, D>;
+    using up_t = lora_slot<Cfg, lora_up, F, D>;
+    using down_t = lora_slot<Cfg, lora_down, D, F>;
+    BOOST_HANA_DEFINE_STRUCT(FeedForwardAdapters, (gate_t, gate_proj), (up_t, up_proj), (down_t, down_proj));
+    template <unsigned Bit, class S> static constexpr auto& slot(S& a) {
+        if constexpr (Bit == lora_gate) return a.gate_proj;
+        else if constexpr (Bit == lora_up) return a.up_proj;
+        else return a.down_proj;
+    }
+};
+template <class Cfg> struct FeedForwardAdapters<Cfg, false> {
+    using role = role::ffn;
+    static constexpr std::size_t D = Cfg::d_model, F = Cfg::ffn_dim;
+    using up_t = lora_slot<Cfg, lora_up, F, D>;
+    using down_t = lora_slot<Cfg, lora_down, D, F>;
+    BOOST_HANA_DEFINE_STRUCT(FeedForwardAdapters, (up_t, linear1), (down_t, linear2));
+    template <unsigned Bit, class S> static constexpr auto& slot(S& a) {
+        static_assert(Bit != lora_gate, "ctformer: a plain feed-forward has no gate_proj");
+        if constexpr (Bit == lora_up) return a.linear1;
+        else return a.linear2;
+    }
+};
+
+// What a sub-layer's call passes to its adapters: which adapters (null: the base alone; Ad is
+// ct::absent for a layer without the option), the call's dropout, and the numbering of its rows
+// (sequence length Tq: dropout_row_id) — the adapter's input dropout draws its own stream per
+// projection (site lora_input + the projection's bit index), as PEFT's one nn.Dropout per adapter.
+template <class Ad, class Drop> struct lora_pass {
+    const Ad* ad;
+    const Drop& drop;
+    std::size_t Tq;
+};
+// Backward's: the adapters the forward ran (null: none) and their gradients (+=).
+template <class Ad> struct lora_grads {
+    const Ad* ad;
+    Ad* g;
+};
+// Base params with adapters: what the entry points of a layer with ct::lora take in place of its
+// Params to run (and train) its adapters; with its Params alone, it runs the base.
+//   L::forward(ct::with_adapters(params, adapters), ws, x, y);
+template <class P, class A> struct adapted {
+    const P& params;
+    const A& adapters;
+};
+template <class P, class A> constexpr adapted<P, A> with_adapters(const P& p, const A& a) { return {p, a}; }
+
+// A call without adapters (the default of every module function that takes a lora_pass).
+struct no_lora_pass {};
+template <class L> inline constexpr bool passes_adapters = !std::is_same_v<L, no_lora_pass>;
+
+}  // namespace ctformer
+
+namespace ctformer::modules {
+
+struct lora {
+    template <class X> static constexpr bool adapter = !std::is_same_v<std::remove_cvref_t<X>, absent>;
+    // The dropout site of the adapter on projection Bit.
+    template <unsigned Bit> static constexpr dropout_site site() {
+        return static_cast<dropout_site>(static_cast<unsigned>(dropout_site::lora_input) + static_cast<unsigned>(__builtin_ctz(Bit)));
+    }
+
+    // y: (rows, Out) at ldy += s · drop(x) · Aᵀ · Bᵀ, x: (rows, In) at ldx holding rows first.. of
+    // the call's B·Tq (their dropout numbering). Chunks of rows on the stack: xa = drop(x)·Aᵀ, (chunk, R).
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void forward(const LP& a, const T* x, std::size_t ldx, std::size_t rows, T* y, std::size_t ldy, T* pack,
+                        const Drop& drop, std::size_t Tq, std::size_t first) {
+        if constexpr (adapter<LP>) {
+            constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
+            alignas(64) T xa[C * R];
+            alignas(64) T xd[Drop::enabled ? C * In : 1];
+            for (std::size_t r0 = 0; r0 < rows; r0 += C) {
+                const std::size_t n = rows - r0 < C ? rows - r0 : C;
+                const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0);
+                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
+                                kernels::identity_op{}, false, in.ld);
+                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
+                linear::forward(a.lora_B.weight, 0, 1, xa, n, static_cast<const T*>(nullptr), y + r0 * ldy, ldy, pack,
+                                kernels::identity_op{}, true, R);
+            }
+        }
+    }
+
+    // From x (the forward's input, rows at ldx) and dy: (rows, Out) at ldy, the adapter's gradients
+    // (+=): dB += s · dyᵀ · (drop(x)·Aᵀ),  dA += (s · dy·B)ᵀ · drop(x).
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void weight_grads(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy,
+                             std::size_t ldy, T* pack, const Drop& drop, std::size_t Tq) {
+        if constexpr (adapter<LP>) {
+            constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
+            alignas(64) T xa[C * R];
+            alignas(64) T dxa[C * R];
+            alignas(64) T xd[Drop::enabled ? C * In : 1];
+            for (std::size_t r0 = 0; r0 < rows; r0 += C) {
+                const std::size_t n = rows - r0 < C ? rows - r0 : C;
+                const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
+                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
+                                kernels::identity_op{}, false, in.ld);
+                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
+                // dB += dyᵀ · (s·xa), d(s·xa) = dy · B
+                linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
+                                 dxa, false, pack, R);
+                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
+                linear::backward(a.lora_A.weight, g.lora_A.weight, 0, 1, in.x, n, dxa, R, static_cast<T*>(nullptr),
+                                 static_cast<T*>(nullptr), false, pack, in.ld);
+            }
+        }
+    }
+
+    // dx: (rows, In) at ldx += drop'(s · dy·B · A): the adapter's share of its input's gradient (it
+    // does not read x: callers may run it after x's buffer has become the gradient's).
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void input_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx, T* pack,
+                           const Drop& drop, std::size_t Tq) {
+        if constexpr (adapter<LP>) {
+            constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
+            alignas(64) T dxa[C * R];
+            alignas(64) T dxd[Drop::enabled ? C * In : 1];
+            for (std::size_t r0 = 0; r0 < rows; r0 += C) {
+                const std::size_t n = rows - r0 < C ? rows - r0 : C;
+                kernels::gemm_nt_panels(n, R, LP::out_features, dy + r0 * ldy, ldy, a.lora_B.weight.panels(), dxa, R, pack,
+                                        false);
+                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
+                if (drop.drops(site<Bit>())) {
+                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dxd, In, pack, false);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        drop.apply(dxd + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
+                        kernels::add_inplace(dx + (r0 + i) * ldx, dxd + i * In, In);
+                    }
+                } else {
+                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dx + r0 * ldx, ldx, pack, true);
+                }
+            }
+        }
+    }
+
+    // The adapter's gradients and its share of dx (dx null: none).
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void backward(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy,
+                         T* dx, T* pack, const Drop& drop, std::size_t Tq) {
+        weight_grads<Bit>(a, g, x, ldx, rows, dy, ldy, pack, drop, Tq);
+        if (dx) input_grad<Bit>(a, dy, ldy, rows, dx, ldx, pack, drop, Tq);
+    }
+
+  private:
+    // Rows per chunk: the chunk's buffers (xa, dxa and, with dropout, a copy of x) within 16 KB of
+    // stack (2 KB on compact kernels: microcontrollers), at most 64 rows.
+    template <class T, std::size_t R, std::size_t In, class Drop> static constexpr std::size_t chunk_rows() {
+        constexpr std::size_t budget = kernels::gemm_tile<T>::compact ? 2048 : 16384;
+        constexpr std::size_t per_row = sizeof(T) * (2 * R + (Drop::enabled ? In : 0));
+        constexpr std::size_t c = budget / per_row;
+        return c < 1 ? 1 : c > 64 ? 64 : c;
+    }
+    template <class T> struct rows_at {
+        const T* x;
+        std::size_t ld;
+    };
+    // x's n rows through the adapter's dropout (into buf: (n, In)), or x itself where it drops nothing.
+    template <unsigned Bit, std::size_t In, class T, class Drop>
+    static rows_at<T> dropped(const T* x, std::size_t ldx, std::size_t n, T* buf, const Drop& drop, std::size_t Tq,
+                              std::size_t first) {
+        if constexpr (Drop::enabled)
+            if (drop.drops(site<Bit>())) {
+                for (std::size_t i = 0; i < n; ++i) {
+                    for (std::size_t c = 0; c < In; ++c) buf[i * In + c] = x[i * ldx + c];
+                    drop.apply(buf + i * In, In, site<Bit>(), dropout_row_id(first + i, Tq));
+                }
+                return {buf, In};
+            }
+        (void)buf, (void)drop, (void)Tq, (void)first, (void)n;
+        return {x, ldx};
+    }
+};
+
+}  // namespace ctformer::modules

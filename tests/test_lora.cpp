@@ -1,0 +1,174 @@
+// LoRA adapters (modules/lora.hpp, ct::lora): a Llama block with adapters against PEFT's formulas
+// in plain torch (tests/data/gen.py, lora_case: output, the adapters' and the input's gradients,
+// with and without adapter dropout — ctformer's draws reproduced there — and 3 AdamW steps over
+// the adapters alone); finite differences in double through A, B and the input; the base frozen.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "model_fixture.hpp"
+
+namespace {
+using test::File;
+
+template <class T, unsigned Targets, std::size_t R, long long Alpha, class... Extra>
+using Block = ct::LlamaBlock<ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<32>, ct::max_positions<8>,
+                             ct::norm_eps<1, 100000>, ct::dtype<T>, ct::lora<R, Alpha, Targets>, Extra...>;
+constexpr std::size_t B = 2, Tq = 5;
+
+template <class L> struct Rig {
+    using T = typename L::T;
+    static inline typename L::Params params;
+    static inline typename L::Adapters adapters, grads;
+    static inline typename L::template TrainWorkspace<B, Tq> ws;
+    static inline typename L::template Activations<B, Tq> acts;
+    static inline ct::Tensor<T, B, Tq, L::D> x, y, want, dy, dx, want_dx;
+    File file;
+    explicit Rig(const std::string& name) : file(name) {
+        file.load(params, "params.");
+        file.load(adapters, "adapters.");
+        file.read("input.tgt", x);
+        file.read("output", want);
+        file.read("grad.output", dy);
+        file.read("grad.input.tgt", want_dx);
+    }
+    ct::dropout_config dropout() {
+        const float p = std::stof(std::string(file.f.metadata("lora_dropout")));
+        ct::dropout_config dc{0.0f, 0.0f, 0.0f, std::stoull(std::string(file.f.metadata("dropout_seed"))),
+                              static_cast<std::uint32_t>(std::stoul(std::string(file.f.metadata("dropout_step"))))};
+        dc.lora_p = p;
+        return dc;
+    }
+    // forward_train + backward with the fixture's adapters; grads and dx from zero
+    void train() {
+        ct::zero_grad(grads);
+        for (auto& v : dx.storage) v = T(0);
+        REQUIRE(L::forward_train(ct::with_adapters(params, adapters), ws, acts, x, y, dropout(), ct::causal{}).ok());
+        REQUIRE(L::backward(ct::with_adapters(params, adapters), acts, ws, dy, grads, dx, ct::causal{}).ok());
+    }
+};
+
+template <class L> void against_pytorch(const std::string& name) {
+    using T = typename L::T;
+    Rig<L> r(name);
+    r.train();
+    const double tol = test::golden_tol<T>;
+    CHECK_CLOSE(name << " output", r.y.data(), r.want.data(), r.y.size, tol);
+    CHECK_CLOSE(name << " d_tgt", r.dx.data(), r.want_dx.data(), r.dx.size, tol);
+    const double worst = test::check_all(r.file, r.grads, "grad.adapters.", std::is_same_v<T, float> ? 1e-5 : 1e-12);
+    std::size_t n = 0;
+    ct::for_each_tensor(r.grads, [&](std::string_view, const auto&) { ++n; });
+    std::printf("  %-22s output, d_tgt and %zu adapter gradients: worst %.3g of the tensor's max\n", name.c_str(), n, worst);
+}
+
+TEST_CASE("LoRA on every projection = PEFT's formulas in torch (float; double with adapter dropout 0.25)") {
+    against_pytorch<Block<float, ct::lora_all, 4, 8>>("lora_all_f32");
+    against_pytorch<Block<double, ct::lora_all, 4, 8>>("lora_all_dropout_f64");
+    against_pytorch<Block<double, ct::lora_q | ct::lora_v, 8, 16>>("lora_qv_f64");
+}
+
+TEST_CASE("AdamW over the adapters alone = torch.optim.AdamW, 3 steps; the base params do not change") {
+    using L = Block<float, ct::lora_all, 4, 8>;
+    Rig<L> r("lora_all_f32");
+    static typename L::Params before;
+    before = r.params;
+    static ct::AdamW<L::Adapters> opt;
+    opt.options.lr = 1e-2;
+    for (int k = 0; k < 3; ++k) {
+        ct::zero_grad(r.grads);
+        REQUIRE(L::forward_train(ct::with_adapters(r.params, r.adapters), r.ws, r.acts, r.x, r.y,
+                                 ct::dropout_config{0.0f, 0.0f, 0.0f, 0, 0}, ct::causal{}).ok());
+        REQUIRE(L::backward(ct::with_adapters(r.params, r.adapters), r.acts, r.ws, r.dy, r.grads, r.dx, ct::causal{}).ok());
+        REQUIRE(opt.step(r.adapters, r.grads).ok());
+    }
+    const double worst = test::check_all(r.file, r.adapters, "adamw.", 2e-6);
+    std::printf("  AdamW over adapters, 3 steps: worst |ctformer - torch| %.3g of the tensor's max\n", worst);
+    CHECK(std::memcmp(&before, &r.params, sizeof before) == 0);
+    // the optimizer alone, from torch's gradients of each step: bit for bit
+    r.file.load(r.adapters, "adapters.");
+    static ct::AdamW<L::Adapters> exact;
+    exact.options.lr = 1e-2;
+    for (int k = 1; k <= 3; ++k) {
+        r.file.load(r.grads, "adamw_grad" + std::to_string(k) + ".");
+        REQUIRE(exact.step(r.adapters, r.grads).ok());
+    }
+    CHECK(test::check_all(r.file, r.adapters, "adamw.", 0.0) == 0.0);
+}
+
+TEST_CASE("LoRA: eval forward and step equal the training forward without dropout; Params alone run the base") {
+    using L = Block<float, ct::lora_all, 4, 8>;
+    Rig<L> r("lora_all_f32");
+    static L::Workspace<B, Tq> ws;
+    static ct::Tensor<float, B, Tq, 16> y, base;
+    REQUIRE(L::forward(ct::with_adapters(r.params, r.adapters), ws, r.x, y, ct::causal{}).ok());
+    CHECK_CLOSE("eval forward with adapters", y.data(), r.want.data(), y.size, test::golden_tol<float>);
+    // decoding one position at a time through a KV cache, with adapters
+    static L::KVCache<B, 8> cache;
+    static L::StepWorkspace<B, 1> sws;
+    for (std::size_t t = 0; t < Tq; ++t) {
+        ct::Tensor<float, B, 1, 16> xt, yt;
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t d = 0; d < 16; ++d) xt(b, 0, d) = r.x(b, t, d);
+        REQUIRE(L::step(ct::with_adapters(r.params, r.adapters), sws, cache, xt, yt).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t d = 0; d < 16; ++d) {
+                INFO("b " << b << " t " << t << " d " << d);
+                CHECK(std::fabs(yt(b, 0, d) - y(b, t, d)) <= 1e-5);
+            }
+    }
+    // the base alone differs (the fixture's B is not zero), and equals adapters with B = 0
+    REQUIRE(L::forward(r.params, ws, r.x, base, ct::causal{}).ok());
+    CHECK(test::compare(base.data(), y.data(), y.size).max_abs > 1e-3);
+    static L::Adapters zero_b;
+    zero_b = r.adapters;
+    ct::for_each_tensor(zero_b, [](std::string_view name, auto& t) {
+        if (name.find("lora_B") != std::string_view::npos)
+            for (auto& v : t.storage) v = 0;
+    });
+    REQUIRE(L::forward(ct::with_adapters(r.params, zero_b), ws, r.x, y, ct::causal{}).ok());
+    CHECK(test::compare(base.data(), y.data(), y.size).max_abs == 0);
+}
+
+// loss(θ) = Σ out · dy in double; central differences against backward's gradient
+TEST_CASE("LoRA gradients by finite differences in double: A, B and the input, with adapter dropout") {
+    using L = Block<double, ct::lora_all, 4, 8>;
+    Rig<L> r("lora_all_dropout_f64");
+    r.train();
+    const ct::dropout_config dc = r.dropout();
+    static L::Workspace<B, Tq> fws;
+    static ct::Tensor<double, B, Tq, 16> out;
+    auto loss = [&] {
+        REQUIRE(L::forward_train(ct::with_adapters(r.params, r.adapters), fws, r.x, out, dc, ct::causal{}).ok());
+        double s = 0;
+        for (std::size_t i = 0; i < out.size; ++i) s += out.data()[i] * r.dy.data()[i];
+        return s;
+    };
+    const double h = 1e-6;
+    double worst = 0;
+    std::size_t checked = 0;
+    auto probe = [&](double& v, double analytic) {
+        const double keep = v;
+        v = keep + h;
+        const double up = loss();
+        v = keep - h;
+        const double down = loss();
+        v = keep;
+        const double fd = (up - down) / (2 * h), err = std::fabs(fd - analytic) / std::max(1.0, std::fabs(fd));
+        worst = std::max(worst, err);
+        ++checked;
+    };
+    // every 7th element of every adapter tensor (grads: the same types, visited in the same order)
+    std::vector<const double*> g;
+    ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { g.push_back(t.storage); });
+    std::size_t k = 0;
+    ct::for_each_tensor(r.adapters, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; i += 7) probe(t.storage[t.storage_index(i)], g[k][t.storage_index(i)]);
+        ++k;
+    });
+    for (std::size_t i = 0; i < r.x.size; i += 5) probe(r.x.data()[i], r.dx.data()[i]);
+    std::printf("  finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", checked, worst);
+    CHECK(worst <= 1e-7);
+}
+
+}  // namespace
