@@ -171,4 +171,77 @@ TEST_CASE("LoRA gradients by finite differences in double: A, B and the input, w
     CHECK(worst <= 1e-7);
 }
 
+// ---- Models: adapters on every block of a Llama (the stack, the frozen embeddings, norm and head) ----
+template <class... O>
+using SmallLlama = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, O...>;
+using LoraGQA = SmallLlama<ct::kv_heads<2>, ct::lora<4, 8, ct::lora_all>>;
+using LoraTied = SmallLlama<ct::kv_heads<1>, ct::dtype<double>, ct::tied_embeddings<true>,
+                            ct::lora<8, 16, ct::lora_q | ct::lora_v | ct::lora_down>>;
+
+template <class Model> void model_against_pytorch(const std::string& name) {
+    using V = typename Model::T;
+    test::ModelRig<Model, 2, 7> r(name);
+    static typename Model::Adapters ad, g;
+    r.file.load(ad, "adapters.");
+    const auto pa = ct::with_adapters(r.params, ad);
+    static ct::Tensor<V, 2, 7, 37> want;
+    static ct::Tensor<V, 1> want_loss;
+    r.file.read("output", want);
+    r.file.read("loss", want_loss);
+    ct::dropout_config dc{0.0f, 0.0f, 0.0f, std::stoull(std::string(r.file.f.metadata("dropout_seed"))),
+                          static_cast<std::uint32_t>(std::stoul(std::string(r.file.f.metadata("dropout_step"))))};
+    dc.lora_p = std::stof(std::string(r.file.f.metadata("lora_dropout")));
+    if (dc.lora_p == 0) {  // (the fixture's logits are the training forward's: with dropout they differ from eval's)
+        REQUIRE(Model::forward(pa, r.iws, r.tokens, r.logits).ok());
+        CHECK_CLOSE(name << " logits (eval)", r.logits.data(), want.data(), want.size, 10 * test::golden_tol<V>);
+    }
+    V loss = 0;
+    REQUIRE(Model::forward_train(pa, r.ws, r.acts, r.tokens, r.targets, loss, dc).ok());
+    CHECK(std::fabs(loss - want_loss.storage[0]) <= 10 * test::golden_tol<V>);
+    ct::zero_grad(g);
+    static typename Model::Params before;
+    before = r.params;
+    REQUIRE(Model::backward(pa, r.acts, r.ws, g).ok());
+    const double worst = test::check_all(r.file, g, "grad.adapters.", std::is_same_v<V, float> ? 2e-5 : 1e-11);
+    std::printf("  %-28s logits, loss and every adapter gradient: worst %.3g of the tensor's max\n", name.c_str(), worst);
+    CHECK(std::memcmp(&before, &r.params, sizeof before) == 0);
+}
+
+TEST_CASE("LoRA Llama = PEFT's formulas in torch: untied GQA float; tied MQA double with adapter dropout") {
+    model_against_pytorch<LoraGQA>("lora_llama_gqa");
+    model_against_pytorch<LoraTied>("lora_llama_tied_dropout_f64");
+}
+
+TEST_CASE("LoRA Llama: greedy generation with adapters equals the full forward's argmax, token by token") {
+    test::ModelRig<LoraGQA, 2, 7> r("lora_llama_gqa");
+    static LoraGQA::Adapters ad;
+    r.file.load(ad, "adapters.");
+    const auto pa = ct::with_adapters(r.params, ad);
+    static LoraGQA::GenerateWorkspace<4> gws;
+    static LoraGQA::KVCache<1, 32> cache;
+    const ct::token prompt[] = {3, 14, 15, 9, 2};
+    std::vector<ct::token> out;
+    ct::sampling greedy;
+    greedy.temperature = 0;
+    REQUIRE(LoraGQA::generate(pa, gws, cache, prompt, 5, 10, greedy, [&](ct::token t) {
+        out.push_back(t);
+        return true;
+    }).ok());
+    REQUIRE(out.size() == 10);
+    // each token: the argmax of the full forward over the sequence so far (recomputed, no cache)
+    std::vector<ct::token> seq(prompt, prompt + 5);
+    for (ct::token t : out) {
+        static LoraGQA::Workspace<1, 15> ws;
+        static ct::Tensor<ct::token, 1, 15> toks;
+        static ct::Tensor<float, 1, 15, 37> logits;
+        for (std::size_t i = 0; i < 15; ++i) toks.storage[i] = i < seq.size() ? seq[i] : 0;
+        REQUIRE(LoraGQA::forward(pa, ws, toks, logits).ok());
+        const float* last = logits.data() + (seq.size() - 1) * 37;
+        std::size_t best = 0;
+        for (std::size_t j = 1; j < 37; ++j) best = last[j] > last[best] ? j : best;
+        CHECK(static_cast<ct::token>(best) == t);
+        seq.push_back(t);
+    }
+}
+
 }  // namespace

@@ -79,6 +79,14 @@ struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
                              (head_t, lm_head));
 };
 
+// The model's adapters (ct::lora on its blocks): the stack's, under the model's names (Hugging
+// Face's: model.layers.{i}.self_attn.q_proj.lora_A.weight; PEFT's files prefix base_model.model.).
+template <class StackA, class Names> struct ModelAdapters {
+    using role = role::model;
+    using names = Names;
+    BOOST_HANA_DEFINE_STRUCT(ModelAdapters, (StackA, stack));
+};
+
 // One argument order for every model: vocab, context, layers, then the block (a type here; Llama's
 // block options inline, models/llama.hpp), then the model's options.
 template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... Opts> struct GPT {
@@ -101,6 +109,11 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     static constexpr bool quantized = Block::config::quantized;
     using Params = params_role<ModelParams<T, V, Ctx, D, typename Stack::Params, tied, position_kind, weight_format, names_type>>;
     using Grads = Params;
+    // Adapters (ct::lora on the blocks): entry points take Params or ct::with_adapters(params,
+    // adapters); backward then adds the adapters' gradients only (embeddings, norms, LM head and
+    // the blocks' weights frozen: they may be quantized or in flash).
+    using Adapters = params_role<ModelAdapters<typename Stack::Adapters, names_type>>;
+    template <class PA> using grads_of = std::conditional_t<std::is_same_v<PA, Params>, Grads, Adapters>;
 
     // ---- Memory roles ----
     template <std::size_t B, std::size_t Tq> struct Workspace : Stack::template Workspace<B, Tq>, sized_role<Workspace<B, Tq>> {
@@ -133,16 +146,16 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
 
     // ---- Inference: logits (B, Tq, V) of tokens (B, Tq) ----
     // errc::out_of_range (nothing written) if a token is not in [0, V).
-    template <class Tok, class Logits, std::size_t B, std::size_t Tq>
-    static status forward(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, Logits& logits) {
+    template <params_or_adapted<Params, Adapters> PA, class Tok, class Logits, std::size_t B, std::size_t Tq>
+    static status forward(const PA& p, Workspace<B, Tq>& ws, const Tok& tokens, Logits& logits) {
         check_tokens<Tok, B, Tq>();
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == Tq && Logits::shape[2] == V,
                       "ctformer: logits must be (batch, len, vocab) of the model's dtype");
-        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
+        if (status st = embed<B>(base_of(p), tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         auto x = view<B, Tq, D>(ws.x);
-        if (status st = Stack::forward(stack(p), ws, x, x, causal{}); !st) return st;
-        modules::linear::forward(head(p), 0, 1, ws.x, B * Tq, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
+        if (status st = Stack::forward(stack_arg(p), ws, x, x, causal{}); !st) return st;
+        modules::linear::forward(head(base_of(p)), 0, 1, ws.x, B * Tq, static_cast<const T*>(nullptr), logits.data(), V, ws.pack);
         return {};
     }
 
@@ -151,20 +164,20 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     // (NaN when every target is ignored, as in PyTorch). Saves what backward needs into acts.
     // errc::out_of_range (nothing written) for a token outside [0, V) or a target outside [0, V)
     // that is not ignore_index.
-    template <class Tok, class Tgt, std::size_t B, std::size_t Tq>
-    static status forward_train(const Params& p, TrainWorkspace<B, Tq>& ws, Activations<B, Tq>& acts, const Tok& tokens,
+    template <params_or_adapted<Params, Adapters> PA, class Tok, class Tgt, std::size_t B, std::size_t Tq>
+    static status forward_train(const PA& p, TrainWorkspace<B, Tq>& ws, Activations<B, Tq>& acts, const Tok& tokens,
                                 const Tgt& targets, T& loss, const dropout_config& dc = {0.0f, 0.0f, 0.0f, 0, 0}) {
         check_tokens<Tok, B, Tq>();
         check_tokens<Tgt, B, Tq>();
         constexpr std::size_t M = B * Tq;
         if (status st = dc.validate(); !st) return st;
         if (status st = check_targets(targets.data(), M); !st) return st;
-        if (status st = embed<B>(p, tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
+        if (status st = embed<B>(base_of(p), tokens.data(), Tq, nullptr, nullptr, ws.x); !st) return st;
         acts.filled = false;
         const auto x = view<B, Tq, D>(static_cast<const T*>(ws.x));
         auto hidden = view<B, Tq, D>(acts.hidden);
-        if (status st = Stack::forward_train(stack(p), ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
-        modules::linear::forward(head(p), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
+        if (status st = Stack::forward_train(stack_arg(p), ws, acts.stack, x, hidden, dc, causal{}); !st) return st;
+        modules::linear::forward(head(base_of(p)), 0, 1, acts.hidden, M, static_cast<const T*>(nullptr), acts.probs, V, ws.pack);
         for (std::size_t m = 0; m < M; ++m) acts.tokens[m] = tokens.data()[m], acts.targets[m] = targets.data()[m];
         loss = mean_cross_entropy(acts.probs, acts.targets, M, acts.count, ws.dlogits);  // (dlogits: backward's)
         acts.filled = true;
@@ -173,8 +186,8 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
 
     // ---- Evaluation: the training loss of forward's logits, nothing saved (quantized weights too) ----
     // logits: (B, Tq, V) scratch, left holding each row's softmax. Errors as forward_train's.
-    template <class Tok, class Tgt, class Logits, std::size_t B, std::size_t Tq>
-    static status evaluate(const Params& p, Workspace<B, Tq>& ws, const Tok& tokens, const Tgt& targets, Logits& logits,
+    template <params_or_adapted<Params, Adapters> PA, class Tok, class Tgt, class Logits, std::size_t B, std::size_t Tq>
+    static status evaluate(const PA& p, Workspace<B, Tq>& ws, const Tok& tokens, const Tgt& targets, Logits& logits,
                            T& loss) {
         check_tokens<Tgt, B, Tq>();
         if (status st = check_targets(targets.data(), B * Tq); !st) return st;
@@ -186,8 +199,8 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     // Adds d(loss · loss_scale)/dθ to grads (+=: zero them first; micro-batches add up — give each
     // micro-batch loss_scale = 1 / micro-batches for the mean over them). errc::no_activations if
     // acts were never filled.
-    template <std::size_t B, std::size_t Tq>
-    static status backward(const Params& p, const Activations<B, Tq>& acts, TrainWorkspace<B, Tq>& ws, Grads& g,
+    template <params_or_adapted<Params, Adapters> PA, std::size_t B, std::size_t Tq>
+    static status backward(const PA& p, const Activations<B, Tq>& acts, TrainWorkspace<B, Tq>& ws, grads_of<PA>& g,
                            T loss_scale = T(1)) {
         constexpr std::size_t M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
@@ -200,23 +213,28 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
                 modules::cross_entropy::backward_row(acts.probs + m * V, dl, V, static_cast<std::size_t>(acts.targets[m]),
                                                      scale);
         });
-        modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
-                                  ws.dhidden, false, ws.head_pack);
+        constexpr bool frozen = !std::is_same_v<PA, Params>;
+        if constexpr (frozen)
+            modules::linear::input_grad(head(p.params), ws.dlogits, V, M, ws.dhidden, D, false, ws.head_pack);
+        else
+            modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
+                                      ws.dhidden, false, ws.head_pack);
         schedule::for_each_row(M, D, [&](std::size_t r) {
             for (std::size_t k = r * D; k < (r + 1) * D; ++k) ws.dx[k] = T(0);
         });
         const auto dh = view<B, Tq, D>(static_cast<const T*>(ws.dhidden));
         auto dx = view<B, Tq, D>(ws.dx);
-        if (status st = Stack::backward(stack(p), acts.stack, ws, dh, stack(g), dx, causal{}); !st) return st;
+        if (status st = Stack::backward(stack_arg(p), acts.stack, ws, dh, stack(g), dx, causal{}); !st) return st;
         // the embeddings' gradients by 16-column blocks, rows in order in each (repeated tokens add
         // up in the same order on any executor)
-        schedule::split_columns(M, D, [&](std::size_t d0, std::size_t d1) {
-            for (std::size_t m = 0; m < M; ++m) {
-                modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D, d0, d1);
-                if constexpr (learned_positions)
-                    modules::embedding::backward(g.pos_embeddings.weight, m % Tq, ws.dx + m * D, d0, d1);
-            }
-        });
+        if constexpr (!frozen)
+            schedule::split_columns(M, D, [&](std::size_t d0, std::size_t d1) {
+                for (std::size_t m = 0; m < M; ++m) {
+                    modules::embedding::backward(wte(g), static_cast<std::size_t>(acts.tokens[m]), ws.dx + m * D, d0, d1);
+                    if constexpr (learned_positions)
+                        modules::embedding::backward(g.pos_embeddings.weight, m % Tq, ws.dx + m * D, d0, d1);
+                }
+            });
         return {};
     }
 
@@ -225,23 +243,23 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     // (B, C, V) (rows past count[b]: zero; their tokens are padding, never read). errc::cache_full
     // if a row would pass the capacity, errc::out_of_range for a count above C or a bad token fed;
     // nothing changes on an error (the stack is all or nothing).
-    template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
-    static status step_ragged(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+    template <params_or_adapted<Params, Adapters> PA, class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
+    static status step_ragged(const PA& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                               Logits& logits, const std::array<std::size_t, B>& count) {
         static_assert(std::is_same_v<typename Logits::value_type, T> && Logits::rank == 3 && Logits::shape[0] == B &&
                           Logits::shape[1] == C && Logits::shape[2] == V,
                       "ctformer: step logits must be (batch, chunk, vocab) of the model's dtype");
         if (status st = advance(p, ws, cache, tokens, count); !st) return st;
         // one batch row: the head reads only its fed rows (the rest are zero below)
-        modules::linear::forward(head(p), 0, 1, ws.x, B == 1 && count[0] < C ? count[0] : B * C, static_cast<const T*>(nullptr),
+        modules::linear::forward(head(base_of(p)), 0, 1, ws.x, B == 1 && count[0] < C ? count[0] : B * C, static_cast<const T*>(nullptr),
                                  logits.data(), V, ws.pack);
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t i = count[b]; i < C; ++i)
                 for (std::size_t j = 0; j < V; ++j) logits.data()[(b * C + i) * V + j] = T(0);
         return {};
     }
-    template <class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
-    static status step(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+    template <params_or_adapted<Params, Adapters> PA, class Tok, class Logits, std::size_t B, std::size_t C, std::size_t Cap>
+    static status step(const PA& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                        Logits& logits) {
         std::array<std::size_t, B> count;
         count.fill(C);
@@ -277,8 +295,8 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
     // errc::cache_full (the prompt does not fit), a prefill step's error, non_finite logits.
     // Later errors (the cache fills up before max_new tokens, a step or a draw fails) keep what
     // was passed on in the cache, as above.
-    template <std::size_t C, std::size_t W, std::size_t Cap, class F>
-    static status generate(const Params& p, GenerateWorkspace<C, W>& ws, KVCache<1, Cap>& cache, const token* prompt,
+    template <params_or_adapted<Params, Adapters> PA, std::size_t C, std::size_t W, std::size_t Cap, class F>
+    static status generate(const PA& p, GenerateWorkspace<C, W>& ws, KVCache<1, Cap>& cache, const token* prompt,
                            std::size_t n_prompt, std::size_t max_new, const sampling& s, F&& on_token) {
         if (status st = s.validate(); !st) return st;
         if (s.penalizes() && s.penalty_last_n > W) return status::error(errc::invalid_option, "penalty_last_n");
@@ -322,8 +340,8 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
   private:
     // A step without the LM head: checks, embeds the fed tokens, runs the stack through the cache;
     // the last layer's normed rows are left in ws.x.
-    template <class Tok, std::size_t B, std::size_t C, std::size_t Cap>
-    static status advance(const Params& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
+    template <params_or_adapted<Params, Adapters> PA, class Tok, std::size_t B, std::size_t C, std::size_t Cap>
+    static status advance(const PA& p, StepWorkspace<B, C>& ws, KVCache<B, Cap>& cache, const Tok& tokens,
                           const std::array<std::size_t, B>& count) {
         static_assert(Cap <= Ctx, "ctformer: a GPT's KV cache capacity cannot exceed its context");
         check_tokens<Tok, B, C>();
@@ -331,17 +349,17 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
             if (count[b] > C) return status::error(errc::out_of_range, "count");
             if (count[b] > Cap - cache.length(b)) return status::error(errc::cache_full);  // (no wrap)
         }
-        if (status st = embed<B>(p, tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
+        if (status st = embed<B>(base_of(p), tokens.data(), C, cache.lengths().data(), count.data(), ws.x); !st) return st;
         auto x = view<B, C, D>(ws.x);
         auto& sws = static_cast<typename Stack::template StepWorkspace<B, C>&>(ws);
-        return Stack::step_ragged(stack(p), sws, cache, x, x, count, causal{});
+        return Stack::step_ragged(stack_arg(p), sws, cache, x, x, count, causal{});
     }
     // advance, then the logits of the last fed row only (what generation samples from): next (V).
-    template <std::size_t C, std::size_t Cap>
-    static status advance_last(const Params& p, StepWorkspace<1, C>& ws, KVCache<1, Cap>& cache,
+    template <params_or_adapted<Params, Adapters> PA, std::size_t C, std::size_t Cap>
+    static status advance_last(const PA& p, StepWorkspace<1, C>& ws, KVCache<1, Cap>& cache,
                                const Tensor<token, 1, C>& tokens, std::size_t count, T* next) {
         if (status st = advance(p, ws, cache, tokens, std::array<std::size_t, 1>{count}); !st) return st;
-        modules::linear::forward(head(p), 0, 1, ws.x + (count - 1) * D, 1, static_cast<const T*>(nullptr), next, V,
+        modules::linear::forward(head(base_of(p)), 0, 1, ws.x + (count - 1) * D, 1, static_cast<const T*>(nullptr), next, V,
                                  ws.pack);
         return {};
     }
@@ -371,6 +389,12 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
         for (std::size_t m = 0; m < M; ++m)
             if (targets[m] != ignore_index) sum += row_loss[m], ++count;
         return count ? sum / static_cast<T>(count) : std::numeric_limits<T>::quiet_NaN();
+    }
+    static constexpr const Params& base_of(const Params& p) { return p; }
+    static constexpr const Params& base_of(const adapted<Params, Adapters>& p) { return p.params; }
+    static constexpr const typename Stack::Params& stack_arg(const Params& p) { return p.stack; }
+    static constexpr auto stack_arg(const adapted<Params, Adapters>& p) {
+        return adapted<typename Stack::Params, typename Stack::Adapters>{p.params.stack, p.adapters.stack};
     }
     template <class P> static auto& head(P& p) {
         if constexpr (tied) return wte(p);

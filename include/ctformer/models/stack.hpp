@@ -50,6 +50,14 @@ template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP,
     BOOST_HANA_DEFINE_STRUCT(StackParams, (list_t, layers));
 };
 
+// The layers' adapters (ct::lora): layers.{i}.<the layer's adapter names>.
+template <class LA, std::size_t N, class Names> struct StackAdapters {
+    using role = role::stack;
+    using names = Names;
+    using list_t = ModuleList<LA, N>;
+    BOOST_HANA_DEFINE_STRUCT(StackAdapters, (list_t, layers));
+};
+
 template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     static_assert(N > 0, "ctformer: a stack needs at least one layer");
     using layer_type = L;
@@ -61,6 +69,16 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     static constexpr bool staged = config::check_finite && N > 1;
     using NormM = typename L::NormM;
     using Params = params_role<StackParams<typename L::Params, N, typename L::Params::norm_t, FinalNorm>>;
+    // Adapters (ct::lora): entry points take Params or ct::with_adapters(params, adapters), as a layer's.
+    using Adapters = params_role<StackAdapters<typename L::Adapters, N, typename config::names_type>>;
+    template <class PA> using grads_of = std::conditional_t<std::is_same_v<PA, Params>, Params, Adapters>;
+    static constexpr const Params& base_of(const Params& p) { return p; }
+    static constexpr const Params& base_of(const adapted<Params, Adapters>& p) { return p.params; }
+    // Layer i's argument: its params, or its params with its adapters.
+    static constexpr const typename L::Params& layer_arg(const Params& p, std::size_t i) { return p.layers[i]; }
+    static constexpr auto layer_arg(const adapted<Params, Adapters>& p, std::size_t i) {
+        return adapted<typename L::Params, typename L::Adapters>{p.params.layers[i], p.adapters.layers[i]};
+    }
     using Grads = Params;
 
   private:
@@ -136,18 +154,18 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     template <class M> static constexpr bool memory_arg = L::template memory_arg<M>;
 
     // ---- Inference: each layer in place in out, then the final norm ----
-    template <class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
         requires memory_arg<Mem>
-    static status forward(const Params& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SM& sm = {},
+    static status forward(const PA& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out, const SM& sm = {},
                           const CM& cm = {}) {
         if (status st = check_out(out, tgt, mem); !st) return st;
-        return chain(p, tgt, out, stream<Out>(ws), nullptr, [&](std::size_t i, const auto& x, auto& y) {
-            return L::forward(p.layers[i], ws, x, mem, y, sm, cm);
+        return chain(base_of(p), tgt, out, stream<Out>(ws), nullptr, [&](std::size_t i, const auto& x, auto& y) {
+            return L::forward(layer_arg(p, i), ws, x, mem, y, sm, cm);
         });
     }
-    template <class Tgt, class Out, class WS, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Tgt, class Out, class WS, class SM = no_mask>
         requires(!cross && tensor_like<Out>)
-    static status forward(const Params& p, WS& ws, const Tgt& tgt, Out& out, const SM& sm = {}) {
+    static status forward(const PA& p, WS& ws, const Tgt& tgt, Out& out, const SM& sm = {}) {
         return forward(p, ws, tgt, no_memory{}, out, sm);
     }
 
@@ -157,19 +175,19 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         return dc;
     }
     // On an error acts are left unfilled (backward then returns errc::no_activations); out is untouched.
-    template <class Acts, class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class Tgt, class Mem, class Out, class WS, class SM = no_mask, class CM = no_mask>
         requires memory_arg<Mem>
-    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
+    static status forward_train(const PA& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SM& sm = {}, const CM& cm = {}) {
         if (status st = check_out(out, tgt, mem); !st) return st;
         acts.filled = false;
-        return chain(p, tgt, out, staged ? ws.grad_rows[0] : nullptr, &acts, [&](std::size_t i, const auto& x, auto& y) {
-            return L::forward_train(p.layers[i], ws, acts.layer[i], x, mem, y, layer_dropout(dc, i), sm, cm);
+        return chain(base_of(p), tgt, out, staged ? ws.grad_rows[0] : nullptr, &acts, [&](std::size_t i, const auto& x, auto& y) {
+            return L::forward_train(layer_arg(p, i), ws, acts.layer[i], x, mem, y, layer_dropout(dc, i), sm, cm);
         });
     }
-    template <class Acts, class Tgt, class Out, class WS, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class Tgt, class Out, class WS, class SM = no_mask>
         requires(!cross && tensor_like<Out>)
-    static status forward_train(const Params& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out,
+    static status forward_train(const PA& p, WS& ws, Acts& acts, const Tgt& tgt, Out& out,
                                 const dropout_config& dc, const SM& sm = {}) {
         return forward_train(p, ws, acts, tgt, no_memory{}, out, dc, sm);
     }
@@ -178,9 +196,9 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     // d_memory (all layers' cross-attentions add into it). Checks acts, masks and d_out before
     // writing; the layers below then take the gradient as computed (like a layer's own
     // intermediate values, it is not checked again), so backward never stops half way.
-    template <class Acts, class WS, class DOut, class DTgt, class DMem, class SM = no_mask, class CM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class WS, class DOut, class DTgt, class DMem, class SM = no_mask, class CM = no_mask>
         requires memory_arg<DMem>
-    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& g, DTgt& d_tgt,
+    static status backward(const PA& p, const Acts& acts, WS& ws, const DOut& d_out, grads_of<PA>& g, DTgt& d_tgt,
                            DMem& d_memory, const SM& sm = {}, const CM& cm = {}) {
         if (status st = L::template check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0,
                                                              d_out.data(), "d_out", nullptr);
@@ -188,14 +206,22 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
             return st;
         using LW = typename L::template Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
         L::template check_shapes<DOut, typename L::template memory_t<DMem, DOut>, DTgt, LW, SM, CM>();
-        return backward_chain(p, acts, ws, d_out, g, d_tgt, [&](std::size_t i, const auto& dy, auto& dx) {
-            L::backward_rows(p.layers[i], &g.layers[i], {}, acts.layer[i], ws, dy.data(), dx.data(), L::data_of(d_memory), sm,
-                             cm, dropout_rng(acts.layer[i].dropout));
+        constexpr bool frozen = !std::is_same_v<PA, Params>;  // adapters train: the base's gradients are not computed
+        typename L::Params::norm_t* g_norm = nullptr;
+        if constexpr (!frozen && FinalNorm) g_norm = &g.norm;
+        return backward_chain(base_of(p), g_norm, acts, ws, d_out, d_tgt, [&](std::size_t i, const auto& dy, auto& dx) {
+            const dropout_rng drop(acts.layer[i].dropout);
+            if constexpr (frozen)
+                L::backward_rows(p.params.layers[i], nullptr, {&p.adapters.layers[i], &g.layers[i]}, acts.layer[i], ws,
+                                 dy.data(), dx.data(), L::data_of(d_memory), sm, cm, drop);
+            else
+                L::backward_rows(p.layers[i], &g.layers[i], {}, acts.layer[i], ws, dy.data(), dx.data(), L::data_of(d_memory),
+                                 sm, cm, drop);
         });
     }
-    template <class Acts, class WS, class DOut, class DTgt, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class Acts, class WS, class DOut, class DTgt, class SM = no_mask>
         requires(!cross && !std::is_same_v<SM, no_memory>)
-    static status backward(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& g, DTgt& d_tgt,
+    static status backward(const PA& p, const Acts& acts, WS& ws, const DOut& d_out, grads_of<PA>& g, DTgt& d_tgt,
                            const SM& sm = {}) {
         no_memory none;
         return backward(p, acts, ws, d_out, g, d_tgt, none, sm);
@@ -207,30 +233,30 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     static void fill_cross_cache(const Params& p, SWS& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
         for (std::size_t i = 0; i < N; ++i) L::fill_cross_cache(p.layers[i], layer_ws(ws), cc.c_[i], mem);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
         requires memory_arg<CC>
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+    static status step(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                        const SM& sm = {}, const CM& cm = {}) {
         return step_ragged(p, ws, cache, cc, x, y, full_count<B, X::shape[1]>(), sm, cm);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>
         requires memory_arg<CC>
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
+    static status step_ragged(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}, const CM& cm = {}) {
-        return step_chain(p, ws, cache, x, y, count, [&](std::size_t i, const auto& xi, auto& yi) {
-            return L::step_ragged(p.layers[i], layer_ws(ws), cache.c_[i], layer_cache(cc, i), xi, yi, count, sm, cm);
+        return step_chain(base_of(p), ws, cache, x, y, count, [&](std::size_t i, const auto& xi, auto& yi) {
+            return L::step_ragged(layer_arg(p, i), layer_ws(ws), cache.c_[i], layer_cache(cc, i), xi, yi, count, sm, cm);
         });
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
         requires(!cross && tensor_like<X>)
-    static status step(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
+    static status step(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y, const SM& sm = {}) {
         return step(p, ws, cache, no_memory{}, x, y, sm);
     }
-    template <class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
+    template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>
         requires(!cross && tensor_like<X>)
-    static status step_ragged(const Params& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
+    static status step_ragged(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}) {
         return step_ragged(p, ws, cache, no_memory{}, x, y, count, sm);
     }
@@ -297,15 +323,20 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         return {};
     }
     // The gradient walks down the layers through two row buffers; the last (layer 0) adds into d_tgt.
-    template <class Acts, class WS, class DOut, class DTgt, class F>
-    static status backward_chain(const Params& p, const Acts& acts, WS& ws, const DOut& d_out, Grads& g, DTgt& d_tgt,
+    // (g_norm: the final norm's gradients, null where it is frozen or absent)
+    template <class Acts, class WS, class DOut, class DTgt, class NG, class F>
+    static status backward_chain(const Params& p, NG* g_norm, const Acts& acts, WS& ws, const DOut& d_out, DTgt& d_tgt,
                                  F&& layer) {
         constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, M = B * Tq;
         if (!acts.filled) return status::error(errc::no_activations);
         T* cur = ws.grad_rows[0];
-        if constexpr (FinalNorm) NormM::backward(p.norm, g.norm, acts.final_in, d_out.data(), cur, M, false);
-        else
+        if constexpr (FinalNorm) {
+            if (g_norm) NormM::backward(p.norm, *g_norm, acts.final_in, d_out.data(), cur, M, false);
+            else NormM::backward_input(p.norm, acts.final_in, d_out.data(), cur, M, false);
+        } else {
             L::copy_rows(d_out.data(), cur, M);
+        }
+        (void)g_norm;
         for (std::size_t i = N; i-- > 0;) {
             const auto dy = view<B, Tq, D>(static_cast<const T*>(cur));
             if (i == 0) {
