@@ -244,4 +244,49 @@ TEST_CASE("LoRA Llama: greedy generation with adapters equals the full forward's
     }
 }
 
+// ---- Adapters over quantized bases: the same as over the dequantized float weights ----
+TEST_CASE_TEMPLATE("LoRA over int8 / int4 weights: loss and adapter gradients = over their dequantized float copy", Fmt,
+                   ct::int8_per_channel, ct::int4_group<16>) {
+    using Q = SmallLlama<ct::kv_heads<2>, ct::lora<4, 8, ct::lora_all>, ct::weights<Fmt>>;
+    test::ModelRig<LoraGQA, 2, 7> r("lora_llama_gqa");
+    static typename Q::Params q;
+    r.file.load(q, "params.");
+    std::vector<float> values;  // q's dequantized values, tensor by tensor, into the dense rig's params
+    ct::for_each_tensor(q, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) values.push_back(static_cast<float>(t.get(i)));
+    });
+    std::size_t k = 0;
+    ct::for_each_tensor(r.params, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, values[k++]);
+    });
+    REQUIRE(k == values.size());
+    static typename Q::Adapters ad, gq;
+    static LoraGQA::Adapters gd;
+    r.file.load(ad, "adapters.");
+    static LoraGQA::Adapters ad_dense;
+    r.file.load(ad_dense, "adapters.");
+    static typename Q::template TrainWorkspace<2, 7> ws;
+    static typename Q::template Activations<2, 7> acts;
+    float lq = 0, ld = 0;
+    REQUIRE(Q::forward_train(ct::with_adapters(q, ad), ws, acts, r.tokens, r.targets, lq).ok());
+    REQUIRE(Q::backward(ct::with_adapters(q, ad), acts, ws, gq).ok());
+    REQUIRE(LoraGQA::forward_train(ct::with_adapters(r.params, ad_dense), r.ws, r.acts, r.tokens, r.targets, ld).ok());
+    REQUIRE(LoraGQA::backward(ct::with_adapters(r.params, ad_dense), r.acts, r.ws, gd).ok());
+    CHECK(std::fabs(lq - ld) <= 1e-5 * std::fabs(ld));
+    std::vector<const float*> dense;
+    ct::for_each_tensor(gd, [&](std::string_view, const auto& t) { dense.push_back(t.storage); });
+    double worst = 0;
+    std::size_t j = 0;
+    ct::for_each_tensor(gq, [&](std::string_view name, const auto& t) {
+        const double e = test::compare(t.storage, dense[j++], sizeof t.storage / sizeof t.storage[0]).max_abs;
+        const double mag = test::max_magnitude(t);
+        INFO(name << ": max abs err " << e << " of max " << mag);
+        CHECK(e <= 1e-5 * std::max(mag, 1.0));
+        worst = std::max(worst, e / std::max(mag, 1e-30));
+        CHECK(mag > 0);
+    });
+    std::printf("  LoRA over %-5s weights: loss %.6f (dense copy %.6f), adapter gradients within %.3g of max\n",
+                Fmt::per_word == 8 ? "int4" : "int8", lq, ld, worst);
+}
+
 }  // namespace

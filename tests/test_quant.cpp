@@ -119,6 +119,28 @@ TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized p
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }
 
+// dX (+)= dY · W through quantized panels (adapters train over quantized bases) against the double
+// reference over get(): every row count the GEMM dispatches differently, two K blocks, edge panels.
+TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its scalar reference", Fmt, ct::bf16,
+                   ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>) {
+    constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = 320;
+    using W = ct::QuantizedWeight<Fmt, Out, In>;
+    static W w;
+    const std::vector<float> v = random_values(Out * In, 11);
+    w.quantize([&](std::size_t i) { return v[i]; });
+    random_minimums(w, 5);
+    static float block[ct::kernels::nt_quant_block_elems];
+    static float pack[ct::kernels::gemm_train_pack_elems<float>(40, Out, In)];
+    for (std::size_t M : {1, 3, 8, 16, 32, 37})
+        for (bool accumulate : {false, true}) {
+            const std::vector<float> a = random_values(M * Out, 12), c0 = random_values(M * In, 13);
+            std::vector<float> c = c0, want = c0;
+            ct::kernels::gemm_nt_quant(M, In, Out, a.data(), Out, w.panels(), c.data(), In, block, pack, accumulate);
+            ct::kernels::gemm_nt_quant_reference(M, a.data(), Out, w, want.data(), In, accumulate);
+            CHECK_CLOSE(fmt_name<Fmt>() << " M " << M << " accumulate " << accumulate, c.data(), want.data(), c.size(), 2e-5);
+        }
+}
+
 // ---- Layers, stacks and models on the PyTorch fixtures ----
 
 using CrossDense = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>>;

@@ -106,12 +106,15 @@ template <class Cfg> struct layer_checks {
         static_assert(std::is_same_v<Acts, ctformer::Activations<Cfg, B, Tq, S>>,
                       "ctformer: activations shape differs from the call: use Layer::Activations<batch, tgt_len, src_len>");
     }
-    static constexpr void check_trainable() {
-        static_assert(!Cfg::quantized, "ctformer: training needs dense weights: quantized params (ct::weights<...>) are for "
-                                       "inference (train with dense weights, then load the checkpoint into the quantized type)");
+    // Adapters: training LoRA adapters (the base frozen, in any format).
+    template <bool Adapters = false> static constexpr void check_trainable() {
+        static_assert(!Cfg::quantized || Adapters,
+                      "ctformer: training needs dense weights: quantized params (ct::weights<...>) are for inference (train "
+                      "with dense weights, then load the checkpoint into the quantized type), or train LoRA adapters over "
+                      "them (ct::lora, ct::with_adapters)");
     }
-    template <class Acts, class WS, class DOut> static constexpr void check_backward() {
-        check_trainable();
+    template <class Acts, class WS, class DOut, bool Adapters = false> static constexpr void check_backward() {
+        check_trainable<Adapters>();
         constexpr std::size_t B = Acts::batch, Tq = Acts::tgt_len, S = Acts::src_len;
         check_acts<Acts, B, Tq, S>();
         static_assert(std::is_base_of_v<ctformer::TrainWorkspace<Cfg, B, Tq, S>, WS>,

@@ -130,7 +130,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         requires(memory_arg<Mem> && !is_activations_v<Tgt>)
     static status forward_train(const PA& p, WS& ws, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
-        check_trainable();
+        checks::template check_trainable<!std::is_same_v<PA, Params>>();
         checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc),
@@ -143,7 +143,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     static status forward_train(const PA& p, WS& ws, Acts& acts, const Tgt& tgt, const Mem& mem, Out& out,
                                 const dropout_config& dc, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using M = memory_t<Mem, Tgt>;
-        check_trainable();
+        checks::template check_trainable<!std::is_same_v<PA, Params>>();
         checks::template check_shapes<Tgt, M, Out, WS, SelfMask, CrossMask>();
         checks::template check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
@@ -179,7 +179,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                            DMem& d_memory, const SelfMask& sm = {}, const CrossMask& cm = {}) {
         using LW = Workspace<Acts::batch, Acts::tgt_len, Acts::src_len>;
         checks::template check_shapes<DOut, memory_t<DMem, DOut>, DTgt, LW, SelfMask, CrossMask>();
-        checks::template check_backward<Acts, WS, DOut>();
+        checks::template check_backward<Acts, WS, DOut, !std::is_same_v<PA, Params>>();
         if (!acts.filled) return status::error(errc::no_activations);
         if (status st = checks::template check_inputs<DOut, void>(sm, Acts::tgt_len, cm, cross ? Acts::src_len : 0,
                                                                   d_out.data(), "d_out", nullptr);

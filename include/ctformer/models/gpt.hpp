@@ -215,7 +215,7 @@ template <std::size_t V, std::size_t Ctx, std::size_t N, class Block, class... O
         });
         constexpr bool frozen = !std::is_same_v<PA, Params>;
         if constexpr (frozen)
-            modules::linear::input_grad(head(p.params), ws.dlogits, V, M, ws.dhidden, D, false, ws.head_pack);
+            modules::linear::input_grad(head(p.params), 0, 1, ws.dlogits, V, M, ws.dhidden, D, false, ws.head_pack);
         else
             modules::linear::backward(head(p), head(g), 0, 1, acts.hidden, M, ws.dlogits, V, static_cast<T*>(nullptr),
                                       ws.dhidden, false, ws.head_pack);

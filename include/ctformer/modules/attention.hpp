@@ -340,8 +340,8 @@ template <class Cfg> struct attention {
                     lora::backward<lora_v>(lg.ad->v_proj, lg.g->v_proj, x, D, M, s.d_q + v_off, qkv_ld, dx, s.pack, drop, Tq);
                 }
         } else {
-            linear::backward(p.in_proj_weight, g->in_proj_weight, 0, 3, x, M, s.d_q, qkv_ld, g->in_bias_data(), dx,
-                             accumulate, s.pack);
+            linear::backward_or_frozen(p.in_proj_weight, g ? &g->in_proj_weight : nullptr, 0, 3, x, M, s.d_q, qkv_ld,
+                                       g ? g->in_bias_data() : nullptr, dx, accumulate, s.pack);
         }
     }
 

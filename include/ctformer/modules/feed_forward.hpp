@@ -160,12 +160,10 @@ template <class Cfg> struct feed_forward {
         // h = dropout(act(u)) again, for linear2's (and its adapter's) weight gradient
         activate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        if (g)
-            linear::backward(p.linear2.weight, g->linear2.weight, 0, 1, hidden, rows, dy, D, g->linear2.bias_data(),
-                             static_cast<T*>(nullptr), false, pack, ldh);
+        linear::backward_of(p.linear2, g ? &g->linear2 : nullptr, hidden, rows, dy, D, static_cast<T*>(nullptr), false, pack, ldh);
         ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
         // dh: (rows, F) = dy · W2 (+ the adapter's), through the dropout and the activation: du = dh ∘ act'(u)
-        kernels::gemm_nt_panels(rows, F, D, dy, D, p.linear2.weight.panels(), hidden, ldh, pack, false);
+        linear::input_grad(p.linear2.weight, 0, 1, dy, D, rows, hidden, ldh, false, pack);
         ag.template input<lora_down>(dy, D, rows, hidden, ldh);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
@@ -212,11 +210,10 @@ template <class Cfg> struct feed_forward {
         const T *x = bg.x, *dy = bg.dy;
         gate_rows(u, hidden, rows);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
-        if (g)
-            linear::backward(p.down_proj.weight, g->down_proj.weight, 0, 1, hidden, rows, dy, D, g->down_proj.bias_data(),
-                             static_cast<T*>(nullptr), false, pack, ldh);
+        linear::backward_of(p.down_proj, g ? &g->down_proj : nullptr, hidden, rows, dy, D, static_cast<T*>(nullptr), false, pack,
+                            ldh);
         ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
-        kernels::gemm_nt_panels(rows, F, D, dy, D, p.down_proj.weight.panels(), hidden, ldh, pack, false);
+        linear::input_grad(p.down_proj.weight, 0, 1, dy, D, rows, hidden, ldh, false, pack);
         ag.template input<lora_down>(dy, D, rows, hidden, ldh);
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) {

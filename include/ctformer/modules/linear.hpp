@@ -10,6 +10,7 @@
 #include "../core/quant.hpp"
 #include "../kernels/gemm.hpp"
 #include "../kernels/gemm_quant.hpp"
+#include "../kernels/gemm_quant_train.hpp"
 #include "../kernels/gemm_train.hpp"
 
 namespace ctformer {
@@ -91,23 +92,41 @@ struct linear {
         }
     }
 
-    // A frozen weight's backward: dx: (rows, In) at ldx (0: In) (+)= dy: (rows, Out) at ldy · W.
+    // A frozen weight's backward (adapters train: modules/lora.hpp): dx: (rows, In) at ldx (0: In)
+    // (+)= dy: (rows, n·Seg) at ldy · W[blocks s0 .. s0+n]; W dense or quantized (dequantized a block
+    // at a time: kernels/gemm_quant_train.hpp).
     template <class Wt, class T>
-    static void input_grad(const Wt& w, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx,
-                           bool accumulate, T* pack) {
-        static_assert(!is_quantized_weight_v<Wt>,
-                      "ctformer: the input gradient through a quantized weight is not implemented: adapters train over "
-                      "dense weights (ct::weights<ct::dense>)");
-        static_assert(Wt::segments_contiguous || Wt::segments == 1, "ctformer: input_grad reads a whole weight");
-        kernels::gemm_nt_panels(rows, Wt::in_features, Wt::out_features, dy, ldy, w.panels(), dx, ldx ? ldx : Wt::in_features,
-                                pack, accumulate);
+    static void input_grad(const Wt& w, std::size_t s0, std::size_t n, const T* dy, std::size_t ldy, std::size_t rows, T* dx,
+                           std::size_t ldx, bool accumulate, T* pack) {
+        constexpr std::size_t In = Wt::in_features, Seg = Wt::segment;
+        const std::size_t ld = ldx ? ldx : In;
+        const std::size_t step = Wt::segments_contiguous ? n : 1;
+        for (std::size_t s = 0; s < n; s += step) {
+            if constexpr (is_quantized_weight_v<Wt>) {
+                alignas(64) float block[kernels::nt_quant_block_elems];
+                kernels::gemm_nt_quant(rows, In, step * Seg, dy + s * Seg, ldy, w.panels(s0 + s), dx, ld, block, pack,
+                                       accumulate || s > 0);
+            } else {
+                kernels::gemm_nt_panels(rows, In, step * Seg, dy + s * Seg, ldy, w.panels(s0 + s), dx, ld, pack,
+                                        accumulate || s > 0);
+            }
+        }
     }
-    // A LinearParams' backward: its gradients (+= into *g) and dx, or dx alone (g null: frozen).
+    // backward where g_w is given and the weight can train, else input_grad (g_w null: frozen).
+    template <class Wt, class T>
+    static void backward_or_frozen(const Wt& w, Wt* g_w, std::size_t s0, std::size_t n, const T* x, std::size_t rows,
+                                   const T* dy, std::size_t ldy, T* g_bias, T* dx, bool accumulate, T* pack,
+                                   std::size_t ldx = 0) {
+        if constexpr (!is_quantized_weight_v<Wt>)
+            if (g_w) return backward(w, *g_w, s0, n, x, rows, dy, ldy, g_bias, dx, accumulate, pack, ldx);
+        if (dx) input_grad(w, s0, n, dy, ldy, rows, dx, ldx, accumulate, pack);
+    }
+    // A LinearParams' backward: its gradients (+= into *g) and dx (null: none), or dx alone (g null).
     template <class LP, class T>
     static void backward_of(const LP& p, LP* g, const T* x, std::size_t rows, const T* dy, std::size_t ldy, T* dx,
                             bool accumulate, T* pack, std::size_t ldx = 0) {
-        if (g) backward(p.weight, g->weight, 0, 1, x, rows, dy, ldy, g->bias_data(), dx, accumulate, pack, ldx);
-        else if (dx) input_grad(p.weight, dy, ldy, rows, dx, ldx, accumulate, pack);
+        backward_or_frozen(p.weight, g ? &g->weight : nullptr, 0, 1, x, rows, dy, ldy, g ? g->bias_data() : nullptr, dx,
+                           accumulate, pack, ldx);
     }
 };
 
