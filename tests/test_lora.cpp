@@ -289,4 +289,128 @@ TEST_CASE_TEMPLATE("LoRA over int8 / int4 weights: loss and adapter gradients = 
                 Fmt::per_word == 8 ? "int4" : "int8", lq, ld, worst);
 }
 
+// ---- Files (PEFT's names and adapter_config.json), merge, initialisation, errors ----
+TEST_CASE("LoRA files: PEFT's names and adapter_config.json, saved and loaded back; a wrong r, alpha or target is config_mismatch") {
+    test::ModelRig<LoraGQA, 2, 7> r("lora_llama_gqa");
+    static LoraGQA::Adapters ad, back;
+    r.file.load(ad, "adapters.");
+    const ct::save_result size = ct::save_adapters(ad, {});
+    std::vector<std::byte> bytes(size.bytes);
+    REQUIRE(ct::save_adapters(ad, bytes).st.ok());
+    ct::safetensors::file<512> f;
+    REQUIRE(f.parse(bytes).ok());
+    CHECK(f.find("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight") != nullptr);
+    CHECK(f.find("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight") != nullptr);
+    char json[512];
+    const std::size_t n = ct::write_adapter_config<LoraGQA::Adapters>(json, 0.05f);
+    REQUIRE(n < sizeof json);
+    const std::string_view config(json, n);
+    CHECK(config.find("\"r\": 4") != std::string_view::npos);
+    CHECK(config.find("\"lora_dropout\": 0.050") != std::string_view::npos);
+    CHECK(config.find("\"target_modules\": [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]") !=
+          std::string_view::npos);
+    REQUIRE(ct::load_adapters(back, f, config).ok());
+    CHECK(std::memcmp(&ad, &back, sizeof ad) == 0);
+    // PEFT's own spelling: indented, other fields, a float alpha, targets in any order, "all-linear"
+    CHECK(ct::check_adapter_config<LoraGQA::Adapters>(
+              R"({"alpha_pattern": {}, "auto_mapping": null, "base_model_name_or_path": "x", "bias": "none",
+                  "fan_in_fan_out": false, "inference_mode": true, "init_lora_weights": true, "layers_pattern": null,
+                  "lora_alpha": 8.0, "lora_dropout": 0.05, "modules_to_save": null, "peft_type": "LORA", "r": 4,
+                  "rank_pattern": {}, "revision": null, "target_modules": ["down_proj", "o_proj", "q_proj", "k_proj",
+                  "v_proj", "gate_proj", "up_proj"], "task_type": "CAUSAL_LM", "use_rslora": false, "layers_to_transform": [0, 1]})")
+              .ok());
+    CHECK(ct::check_adapter_config<LoraGQA::Adapters>(R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear"})").ok());
+    const auto code = [](std::string_view j) {
+        const ct::status st = ct::check_adapter_config<LoraGQA::Adapters>(j);
+        INFO(j << ": " << ct::to_string(st.code) << " " << st.tensor_name());
+        return st.code;
+    };
+    CHECK(code(R"({"r": 8, "lora_alpha": 8, "target_modules": "all-linear"})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 16, "target_modules": "all-linear"})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "lm_head"]})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear", "peft_type": "IA3"})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": ".*proj"})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4.5, "lora_alpha": 8, "target_modules": "all-linear"})") == ct::errc::malformed_header);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear")") == ct::errc::malformed_header);
+    CHECK(code(R"([1, 2])") == ct::errc::malformed_header);
+    CHECK(code(R"({"r": 4, "lora_alpha": 8, "x": {"y": [1, {"z": 2}}, "target_modules": "all-linear"})") == ct::errc::malformed_header);
+    // a file of another rank: its config says so; without the config, its shapes do
+    static LoraTied::Adapters other;
+    CHECK(ct::load_adapters(other, f, config).code == ct::errc::config_mismatch);
+    CHECK(ct::load_adapters(other, f).code != ct::errc::ok);
+}
+
+TEST_CASE("LoRA merge: W + (α/r)·B·A runs as base + adapters; unmerge restores W within rounding; init is PEFT's") {
+    test::ModelRig<LoraGQA, 2, 7> r("lora_llama_gqa");
+    static LoraGQA::Adapters ad;
+    r.file.load(ad, "adapters.");
+    static ct::Tensor<float, 2, 7, 37> with, merged;
+    REQUIRE(LoraGQA::forward(ct::with_adapters(r.params, ad), r.iws, r.tokens, with).ok());
+    static LoraGQA::Params base;
+    base = r.params;
+    REQUIRE(ct::merge_adapters(r.params, ad).ok());
+    REQUIRE(LoraGQA::forward(r.params, r.iws, r.tokens, merged).ok());
+    CHECK_CLOSE("merged vs adapters", merged.data(), with.data(), with.size, 2e-5);
+    REQUIRE(ct::merge_adapters(r.params, ad, -1).ok());
+    double worst = 0;
+    std::vector<float> b0;
+    ct::for_each_tensor(base, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) b0.push_back(t.get(i));
+    });
+    std::size_t k = 0;
+    ct::for_each_tensor(r.params, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i, ++k) worst = std::max(worst, double(std::fabs(t.get(i) - b0[k])));
+    });
+    CHECK(worst <= 1e-6);
+    // a quantized base cannot take a merge: an error, nothing written
+    using Q = SmallLlama<ct::kv_heads<2>, ct::lora<4, 8, ct::lora_all>, ct::weights<ct::int8_per_channel>>;
+    static Q::Params q, q0;
+    r.file.load(q, "params.");
+    q0 = q;
+    static Q::Adapters qa;
+    r.file.load(qa, "adapters.");
+    CHECK(ct::merge_adapters(q, qa).code == ct::errc::invalid_option);
+    CHECK(std::memcmp(&q, &q0, sizeof q) == 0);
+    // PEFT's initialisation: A uniform within ±1/√In, B zero, so the model starts as its base
+    static LoraGQA::Adapters fresh, again;
+    ct::init_adapters(fresh, 42);
+    ct::init_adapters(again, 42);
+    CHECK(std::memcmp(&fresh, &again, sizeof fresh) == 0);
+    ct::for_each_tensor(fresh, [&](std::string_view name, const auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        const double bound = 1 / std::sqrt(double(X::in_features));
+        double lo = 0, hi = 0, mean = 0;
+        for (std::size_t i = 0; i < t.size; ++i) lo = std::min(lo, double(t.get(i))), hi = std::max(hi, double(t.get(i))), mean += t.get(i);
+        INFO(name);
+        if (name.find("lora_B") != std::string_view::npos) {
+            CHECK(lo == 0);
+            CHECK(hi == 0);
+        } else {
+            CHECK(lo >= -bound);
+            CHECK(hi <= bound);
+            CHECK(hi - lo >= bound);  // spread over the interval
+            CHECK(std::fabs(mean / double(t.size)) <= 0.2 * bound);
+        }
+    });
+    static ct::Tensor<float, 2, 7, 37> plain, started;
+    REQUIRE(LoraGQA::forward(r.params, r.iws, r.tokens, plain).ok());
+    REQUIRE(LoraGQA::forward(ct::with_adapters(r.params, fresh), r.iws, r.tokens, started).ok());
+    CHECK(std::memcmp(plain.data(), started.data(), sizeof plain.storage) == 0);
+}
+
+TEST_CASE("LoRA options: adapter dropout outside [0, 1] is invalid_option, nothing written") {
+    using L = Block<float, ct::lora_all, 4, 8>;
+    Rig<L> r("lora_all_f32");
+    ct::dropout_config dc{0.0f, 0.0f, 0.0f, 1, 1};
+    for (float bad : {-0.5f, 1.5f, std::nanf("")}) {
+        dc.lora_p = bad;
+        for (auto& v : r.y.storage) v = 7;
+        CHECK(L::forward_train(ct::with_adapters(r.params, r.adapters), r.ws, r.acts, r.x, r.y, dc, ct::causal{}).code ==
+              ct::errc::invalid_option);
+        CHECK(r.y.storage[0] == 7);
+    }
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 #include "core/reflect.hpp"
 #include "core/status.hpp"
 #include "core/tensor.hpp"
+#include "io/adapters.hpp"
 #include "io/checkpoint.hpp"
 #include "io/file.hpp"
 #include "io/state_dict.hpp"

@@ -53,6 +53,11 @@ template <class Cfg> struct LayerParams<Cfg, false> : layer_parts<Cfg> {
 template <class Cfg> struct LayerAdapters {
     using role = role::layer;
     using names = typename Cfg::names_type;
+    // the configuration an adapter file's adapter_config.json states (io/adapters.hpp checks it)
+    static constexpr std::size_t lora_rank = Cfg::lora_rank;
+    static constexpr long long lora_alpha = Cfg::lora_alpha;
+    static constexpr unsigned lora_targets = Cfg::lora_targets;
+    static constexpr bool lora_gated = Cfg::gated;
     using attn_t = AttentionAdapters<Cfg>;
     using ffn_t = FeedForwardAdapters<Cfg>;
     BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (ffn_t, ffn));

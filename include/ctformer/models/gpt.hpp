@@ -84,6 +84,10 @@ struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
 template <class StackA, class Names> struct ModelAdapters {
     using role = role::model;
     using names = Names;
+    static constexpr std::size_t lora_rank = StackA::lora_rank;
+    static constexpr long long lora_alpha = StackA::lora_alpha;
+    static constexpr unsigned lora_targets = StackA::lora_targets;
+    static constexpr bool lora_gated = StackA::lora_gated;
     BOOST_HANA_DEFINE_STRUCT(ModelAdapters, (StackA, stack));
 };
 

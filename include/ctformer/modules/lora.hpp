@@ -9,10 +9,14 @@
 // layer's ct::lora option targets; what a projection has no adapter for is ct::absent.
 #pragma once
 #include <boost/hana/define_struct.hpp>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "../core/dropout.hpp"
+#include "../core/status.hpp"
 #include "../core/reflect.hpp"
 #include "linear.hpp"
 
@@ -97,6 +101,86 @@ template <class P, class A> struct adapted {
     const A& adapters;
 };
 template <class P, class A> constexpr adapted<P, A> with_adapters(const P& p, const A& a) { return {p, a}; }
+
+// PEFT's initialisation (init_lora_weights=True): every lora_A from kaiming_uniform_(a=√5), i.e.
+// U(−1/√In, 1/√In), every lora_B zero (the adapted model starts as the base). The draws: Philox
+// (core/dropout.hpp) keyed by seed, counting (tensor, element): the same on every target.
+template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
+    std::uint32_t tensor = 0;
+    for_each_tensor(adapters, [&](std::string_view name, auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        using T = typename X::value_type;
+        const bool is_a = name.size() >= 13 && name.substr(name.size() - 13) == "lora_A.weight";
+        const double bound = 1.0 / std::sqrt(static_cast<double>(X::in_features));
+        for (std::size_t i = 0; i < X::size; ++i) {
+            T v = T(0);
+            if (is_a) {
+                const auto r = philox4x32({static_cast<std::uint32_t>(i), tensor, 0x10a5u, 0},
+                                          {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+                const double u = (static_cast<double>(r[0] >> 8) + 0.5) / 16777216.0;  // (0, 1), 24 bits
+                v = static_cast<T>((2 * u - 1) * bound);
+            }
+            t.set(i, v);
+        }
+        ++tensor;
+    });
+}
+
+// Merges adapters into their base weights (PEFT's merge_and_unload): W += (α/r)·B·A for every
+// adapted projection (sign −1: unmerge, W −= (α/r)·B·A: back within a rounding of each element,
+// as PEFT's). Base and adapters are matched by name (self_attn.q_proj.weight takes
+// self_attn.q_proj.lora_A/B.weight); each delta is summed in double. The base must be float:
+// errc::invalid_option (nothing written) for a quantized base weight.
+template <class P, class A> status merge_adapters(P& params, const A& adapters, int sign = 1) {
+    struct pair {  // one adapter, type-erased: element (row, col) of A (R, In) and B (Out, R)
+        std::string_view stem;
+        const void *a = nullptr, *b = nullptr;
+        double (*get_a)(const void*, std::size_t) = nullptr;
+        double (*get_b)(const void*, std::size_t) = nullptr;
+        std::size_t in = 0, out = 0;
+    };
+    constexpr std::size_t R = A::lora_rank;
+    const double scale = static_cast<double>(A::lora_alpha) / static_cast<double>(R) * sign;
+    status st;
+    // pass 1 checks every base weight exists and is float; pass 2 writes
+    for (int pass = 0; pass < 2 && st; ++pass) {
+        pair cur;
+        for_each_tensor(adapters, [&](std::string_view name, const auto& t) {
+            using X = std::remove_cvref_t<decltype(t)>;
+            constexpr auto get = [](const void* p, std::size_t i) { return static_cast<double>(static_cast<const X*>(p)->get(i)); };
+            if (name.substr(name.size() - 13) == "lora_A.weight") {  // (visited before its lora_B)
+                cur.stem = name.substr(0, name.size() - 14);
+                cur.a = &t;
+                cur.get_a = get;
+                cur.in = X::in_features;
+                return;
+            }
+            cur.b = &t;
+            cur.get_b = get;
+            cur.out = X::out_features;
+            bool found = false;
+            for_each_tensor(params, [&](std::string_view base, auto& w) {
+                using Wt = std::remove_cvref_t<decltype(w)>;
+                if (found || base.size() != cur.stem.size() + 7 || base.substr(0, cur.stem.size()) != cur.stem ||
+                    base.substr(cur.stem.size()) != ".weight")
+                    return;
+                found = true;
+                if constexpr (is_quantized_weight_v<Wt>) {
+                    if (st) st = status::error(errc::invalid_option, base, ": merge needs a float base weight");
+                } else if (pass == 1) {
+                    for (std::size_t o = 0; o < cur.out; ++o)
+                        for (std::size_t i = 0; i < cur.in; ++i) {
+                            double d = 0;
+                            for (std::size_t r = 0; r < R; ++r) d += cur.get_b(cur.b, o * R + r) * cur.get_a(cur.a, r * cur.in + i);
+                            w.set(o * cur.in + i, static_cast<typename Wt::value_type>(w.get(o * cur.in + i) + scale * d));
+                        }
+                }
+            });
+            if (!found && st) st = status::error(errc::missing_tensor, cur.stem, ".weight");
+        });
+    }
+    return st;
+}
 
 // A call without adapters (the default of every module function that takes a lora_pass).
 struct no_lora_pass {};
