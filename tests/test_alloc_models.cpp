@@ -141,6 +141,56 @@ TEST_CASE("no heap allocation in a Llama model (RoPE, grouped-query attention, S
     CHECK(n == 0);
 }
 
+TEST_CASE("no heap allocation with LoRA adapters over int4 weights: train, AdamW, step, generate, files, merge") {
+    using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::lora<4, 8, ct::lora_all>,
+                        ct::weights<ct::int4_group<32>>>;
+    using D = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::lora<4, 8, ct::lora_all>>;
+    static D::Params dp;
+    static Q::Params p;
+    static Q::Adapters ad, g;
+    static Q::TrainWorkspace<2, 6> tws;
+    static Q::Activations<2, 6> acts;
+    static Q::StepWorkspace<2, 3> sws;
+    static Q::KVCache<2, 8> cache;
+    static Q::GenerateWorkspace<4> gen;
+    static Q::KVCache<1, 8> gcache;
+    static ct::AdamW<Q::Adapters> adam;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    static ct::Tensor<ct::token, 2, 3> chunk;
+    static ct::Tensor<float, 2, 3, 13> step_logits;
+    static std::byte buf[1 << 16];
+    static ct::safetensors::file<512> f;
+    static char json[512];
+    ref::randomize(dp, 8);
+    std::vector<std::byte> bytes(ct::save_state_dict(dp, {}).bytes);
+    REQUIRE(ct::save_state_dict(dp, bytes).st.ok());
+    REQUIRE(ct::load_state_dict(p, std::span<const std::byte>(bytes)).ok());
+    for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = static_cast<ct::token>(i % 13), tar.storage[i] = static_cast<ct::token>((i * 5) % 13);
+    for (std::size_t i = 0; i < chunk.size; ++i) chunk.storage[i] = static_cast<ct::token>(i % 13);
+    const ct::token prompt[3] = {1, 2, 3};
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        float loss = 0;
+        ct::init_adapters(ad, 5);
+        const auto pa = ct::with_adapters(p, ad);
+        ct::dropout_config dc{0.0f, 0.0f, 0.0f, 1, 1};
+        dc.lora_p = 0.1f;
+        ok = ok && Q::forward_train(pa, tws, acts, tok, tar, loss, dc).ok() && Q::backward(pa, acts, tws, g).ok();
+        ok = ok && adam.step(ad, g).ok();
+        ok = ok && Q::step_ragged(pa, sws, cache, chunk, step_logits, {3, 2}).ok();
+        ok = ok && Q::generate(pa, gen, gcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) {
+            return true;
+        }).ok();
+        const ct::save_result saved = ct::save_adapters(ad, buf);
+        const std::size_t chars = ct::write_adapter_config<Q::Adapters>(json);
+        ok = ok && saved.st.ok() && f.parse(std::span<const std::byte>(buf, saved.bytes)).ok() &&
+             ct::load_adapters(ad, f, std::string_view(json, chars)).ok();
+        ok = ok && ct::merge_adapters(dp, ad).ok() && ct::merge_adapters(dp, ad, -1).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
+
 TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format") {
     using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
     using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
