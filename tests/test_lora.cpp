@@ -413,4 +413,24 @@ TEST_CASE("LoRA options: adapter dropout outside [0, 1] is invalid_option, nothi
     }
 }
 
+// ---- Memory: the issue's target, from the roles' static sizes ----
+// stories15M's shape (d_model 288, 6 layers, 6 heads, ffn 768, vocab 32000, context 256), r 8 on
+// q and v, batch 1 x 64 tokens: adapters + their gradients + AdamW state + activations + workspace
+// against full fine-tuning's params + gradients + AdamW state + the same activations and workspace.
+using Stories = ct::Llama<32000, 256, 6, ct::d_model<288>, ct::heads<6>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
+                          ct::lora<8, 16, ct::lora_q | ct::lora_v>>;
+constexpr std::size_t stories_common = Stories::Activations<1, 64>::bytes + Stories::TrainWorkspace<1, 64>::bytes;
+constexpr std::size_t stories_lora = 2 * Stories::Adapters::bytes + sizeof(ct::AdamW<Stories::Adapters>) + stories_common;
+constexpr std::size_t stories_full = 2 * Stories::Params::bytes + sizeof(ct::AdamW<Stories::Params>) + stories_common;
+static_assert(stories_lora * 8 <= stories_full, "LoRA training RAM above 1/8 of full fine-tuning's");
+
+TEST_CASE("LoRA memory: stories15M, r 8 on q and v, 1 x 64 tokens: training RAM at most 1/8 of full fine-tuning's") {
+    std::printf("  stories15M r8 q,v, batch 1x64: adapters %zu B (x2 with gradients, AdamW %zu B), activations %zu KB, "
+                "workspace %zu KB: %zu KB to train adapters vs %zu KB for full fine-tuning (1/%.1f)\n",
+                Stories::Adapters::bytes, sizeof(ct::AdamW<Stories::Adapters>), Stories::Activations<1, 64>::bytes >> 10,
+                Stories::TrainWorkspace<1, 64>::bytes >> 10, stories_lora >> 10, stories_full >> 10,
+                double(stories_full) / double(stories_lora));
+    CHECK(stories_lora * 8 <= stories_full);
+}
+
 }  // namespace
