@@ -124,6 +124,16 @@ template <class Cfg> struct feed_forward {
                     lora::input_grad<Bit>(A::template slot<Bit>(*lg.ad), dy, ldy, rows, dx, ldx, pack, drop, Tq);
                 }
         }
+        // both, where x outlives the call (dx += the adapter's share; dx may not alias x)
+        template <unsigned Bit>
+        void both(const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy, T* dx) const {
+            if constexpr (passes_adapters<Lg>)
+                if (lg.ad) {
+                    using A = std::remove_cvref_t<decltype(*lg.ad)>;
+                    lora::backward<Bit>(A::template slot<Bit>(*lg.ad), A::template slot<Bit>(*lg.g), x, ldx, rows, dy, ldy, dx,
+                                        pack, drop, Tq);
+                }
+        }
     };
 
     // h: (rows, F) at ldh = act(u) (rows in parts: each row alone)
@@ -168,8 +178,7 @@ template <class Cfg> struct feed_forward {
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::mul_derivative(hidden + r * ldh, u + r * ldh, F, Act{}); });
         linear::backward_of(p.linear1, g ? &g->linear1 : nullptr, x, rows, hidden, ldh, bg.dx, bg.accumulate, pack);
-        ag.template weights<lora_up>(x, D, rows, hidden, ldh);
-        ag.template input<lora_up>(hidden, ldh, rows, bg.dx, D);
+        ag.template both<lora_up>(x, D, rows, hidden, ldh, bg.dx);
     }
 
     // Gated: hidden: (rows, 2F) at ldh holds gate | up; h = dropout(act(gate) ∘ up) in the gate's
@@ -227,10 +236,8 @@ template <class Cfg> struct feed_forward {
         });
         linear::backward_of(p.gate_proj, g ? &g->gate_proj : nullptr, x, rows, hidden, ldh, bg.dx, bg.accumulate, pack);
         linear::backward_of(p.up_proj, g ? &g->up_proj : nullptr, x, rows, hidden + F, ldh, bg.dx, true, pack);
-        ag.template weights<lora_gate>(x, D, rows, hidden, ldh);
-        ag.template weights<lora_up>(x, D, rows, hidden + F, ldh);
-        ag.template input<lora_gate>(hidden, ldh, rows, bg.dx, D);
-        ag.template input<lora_up>(hidden + F, ldh, rows, bg.dx, D);
+        ag.template both<lora_gate>(x, D, rows, hidden, ldh, bg.dx);
+        ag.template both<lora_up>(x, D, rows, hidden + F, ldh, bg.dx);
     }
 };
 

@@ -271,12 +271,38 @@ struct lora {
         }
     }
 
-    // The adapter's gradients and its share of dx (dx null: none).
+    // The adapter's gradients and its share of dx (dx null: none; dx may not alias x), one chunk
+    // of rows at a time: xa = s·drop(x)·Aᵀ, dB += dyᵀ·xa, dxa = s·dy·B, dA += dxaᵀ·drop(x),
+    // dx += drop'(dxa·A).
     template <unsigned Bit, class LP, class T, class Drop>
     static void backward(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy,
                          T* dx, T* pack, const Drop& drop, std::size_t Tq) {
-        weight_grads<Bit>(a, g, x, ldx, rows, dy, ldy, pack, drop, Tq);
-        if (dx) input_grad<Bit>(a, dy, ldy, rows, dx, ldx, pack, drop, Tq);
+        if constexpr (adapter<LP>) {
+            constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
+            alignas(64) T xa[C * R];
+            alignas(64) T dxa[C * R];
+            alignas(64) T xd[Drop::enabled ? C * In : 1];
+            for (std::size_t r0 = 0; r0 < rows; r0 += C) {
+                const std::size_t n = rows - r0 < C ? rows - r0 : C;
+                const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
+                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
+                                kernels::identity_op{}, false, in.ld);
+                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
+                linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
+                                 dxa, false, pack, R);
+                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
+                const bool dropping = in.x != x + r0 * ldx;  // (then xd, read by dA, becomes dx's share after)
+                linear::backward(a.lora_A.weight, g.lora_A.weight, 0, 1, in.x, n, dxa, R, static_cast<T*>(nullptr),
+                                 dx && !dropping ? dx + r0 * ldx : static_cast<T*>(nullptr), true, pack, in.ld);
+                if (dx && dropping) {
+                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), xd, In, pack, false);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        drop.apply(xd + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
+                        kernels::add_inplace(dx + (r0 + i) * ldx, xd + i * In, In);
+                    }
+                }
+            }
+        }
     }
 
   private:
