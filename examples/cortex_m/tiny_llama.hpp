@@ -17,4 +17,7 @@ using fp32 = tiny_llama<>;
 // the cache row by row, so the image has no code for the attention's multi-row block path).
 using int8 = tiny_llama<ct::weights<ct::int8_per_channel>, ct::kv_cache<ct::bf16>>;
 using int4 = tiny_llama<ct::weights<ct::int4_group<32>>, ct::kv_cache<ct::bf16>>;
+// The on-board fine-tune's (finetune.cpp): the int8 weights frozen in flash, rank-4 adapters (α 8)
+// on q and v in RAM.
+using lora_int8 = tiny_llama<ct::weights<ct::int8_per_channel>, ct::lora<4, 8, ct::lora_q | ct::lora_v>>;
 }  // namespace tiny

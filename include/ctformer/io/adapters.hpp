@@ -36,7 +36,7 @@ template <class A> constexpr std::string_view lora_target_name(unsigned k) {
 // The last dotted part of a name (PEFT matches a target against a module name's tail).
 constexpr std::string_view last_part(std::string_view s) {
     const std::size_t dot = s.rfind('.');
-    return dot == std::string_view::npos ? s : s.substr(dot + 1);
+    return dot == std::string_view::npos ? s : std::string_view(s.data() + dot + 1, s.size() - dot - 1);
 }
 
 // adapter_config.json's fields that matter here: r, lora_alpha, target_modules (a list of module
@@ -215,9 +215,9 @@ template <class A> std::size_t write_adapter_config(std::span<char> out, float l
     const std::size_t thousandths = static_cast<std::size_t>(lora_dropout * 1000.0f + 0.5f);
     num(thousandths / 1000);
     put(".");
-    put(std::string_view("0123456789").substr(thousandths / 100 % 10, 1));
-    put(std::string_view("0123456789").substr(thousandths / 10 % 10, 1));
-    put(std::string_view("0123456789").substr(thousandths % 10, 1));
+    const char digits[] = {static_cast<char>('0' + thousandths / 100 % 10), static_cast<char>('0' + thousandths / 10 % 10),
+                           static_cast<char>('0' + thousandths % 10)};
+    put(std::string_view(digits, 3));
     put(", \"target_modules\": [");
     bool first = true;
     for (unsigned k = 0; k < 7; ++k)

@@ -11,8 +11,10 @@
 
 namespace ctformer::kernels {
 
-// Scratch of gemm_nt_quant beside gemm_nt_panels' own (gemm_train_pack_elems): one dequantized block.
-inline constexpr std::size_t nt_quant_block_elems = gemm_tile<float>::KC * gemm_tile<float>::NR;
+// Scratch of gemm_nt_quant beside gemm_nt_panels' own (gemm_train_pack_elems): one dequantized
+// block of nt_quant_rows inputs (compact kernels: 64, a 1 KB block on a microcontroller's stack).
+inline constexpr std::size_t nt_quant_rows = gemm_tile<float>::compact ? 64 : gemm_tile<float>::KC;
+inline constexpr std::size_t nt_quant_block_elems = nt_quant_rows * gemm_tile<float>::NR;
 
 // c: (M, N) (+)= a: (M, K) · W, W: (K, N) in quantized panels (K outputs in panels of NR, N inputs):
 // dX = dY · W for a weight (Out = K, In = N). block: nt_quant_block_elems floats; pack: gemm_nt_panels'.
@@ -25,7 +27,7 @@ inline void gemm_nt_quant(std::size_t M, std::size_t N, std::size_t K, const flo
         gemm_nt_quant<F>(M, N, K, a, lda, quant_panels<F>{w.words, w.scales, w.mins}, c, ldc, block, pack, accumulate);
     } else {
         using tile = gemm_tile<float>;
-        constexpr std::size_t NR = tile::NR, KC = tile::KC;
+        constexpr std::size_t NR = tile::NR, KC = nt_quant_rows;
         if (M == 0 || N == 0) return;
         if (K == 0) {
             if (!accumulate)

@@ -110,7 +110,7 @@ template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
     for_each_tensor(adapters, [&](std::string_view name, auto& t) {
         using X = std::remove_cvref_t<decltype(t)>;
         using T = typename X::value_type;
-        const bool is_a = name.size() >= 13 && name.substr(name.size() - 13) == "lora_A.weight";
+        const bool is_a = name.ends_with("lora_A.weight");  // (no substr: nothing here may throw)
         const double bound = 1.0 / std::sqrt(static_cast<double>(X::in_features));
         for (std::size_t i = 0; i < X::size; ++i) {
             T v = T(0);
@@ -148,8 +148,8 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
         for_each_tensor(adapters, [&](std::string_view name, const auto& t) {
             using X = std::remove_cvref_t<decltype(t)>;
             constexpr auto get = [](const void* p, std::size_t i) { return static_cast<double>(static_cast<const X*>(p)->get(i)); };
-            if (name.substr(name.size() - 13) == "lora_A.weight") {  // (visited before its lora_B)
-                cur.stem = name.substr(0, name.size() - 14);
+            if (name.ends_with("lora_A.weight")) {  // (visited before its lora_B)
+                cur.stem = std::string_view(name.data(), name.size() - 14);
                 cur.a = &t;
                 cur.get_a = get;
                 cur.in = X::in_features;
@@ -161,8 +161,7 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
             bool found = false;
             for_each_tensor(params, [&](std::string_view base, auto& w) {
                 using Wt = std::remove_cvref_t<decltype(w)>;
-                if (found || base.size() != cur.stem.size() + 7 || base.substr(0, cur.stem.size()) != cur.stem ||
-                    base.substr(cur.stem.size()) != ".weight")
+                if (found || base.size() != cur.stem.size() + 7 || !base.starts_with(cur.stem) || !base.ends_with(".weight"))
                     return;
                 found = true;
                 if constexpr (is_quantized_weight_v<Wt>) {
