@@ -32,19 +32,22 @@ using Tiny = ct::Llama<V, Ctx, N, ct::d_model<D>, ct::heads<H>, ct::kv_heads<KH>
 using Fp32 = Tiny<>;
 using Int4 = Tiny<ct::weights<ct::int4_group<32>>>;
 
+// Norm weights 1, every other value uniform in ±scale/2 (an LCG from seed).
+template <class P> void randomize(P& p, unsigned s, float scale) {
+    ct::for_each_tensor(p, [&](std::string_view name, auto& t) {
+        const bool gamma = name.find("norm") != std::string_view::npos;
+        for (std::size_t i = 0; i < t.size; ++i) {
+            s = s * 1103515245u + 12345u;
+            t.set(i, gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * scale);
+        }
+    });
+}
 template <class M> typename M::Params& base() {  // the same random fp32 weights, quantized at load for int4
     static typename M::Params p;
     static bool done = false;
     if (!done) {
         static Fp32::Params f;
-        unsigned s = 17;
-        ct::for_each_tensor(f, [&](std::string_view name, auto& t) {
-            const bool gamma = name.find("norm") != std::string_view::npos;
-            for (std::size_t i = 0; i < t.size; ++i) {
-                s = s * 1103515245u + 12345u;
-                t.set(i, gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-            }
-        });
+        randomize(f, 17, 0.1f);
         static std::byte buf[sizeof(Fp32::Params) + 65536];
         const ct::save_result r = ct::save_state_dict(f, buf);
         if (!r.st || !ct::load_state_dict(p, std::span<const std::byte>(buf, r.bytes))) std::abort();
@@ -113,14 +116,7 @@ template <bool Adapters> void BM_stories_decode(benchmark::State& st) {
     static Stories::KVCache<1, 256> cache;
     static bool done = false;
     if (!done) {
-        unsigned s = 5;
-        ct::for_each_tensor(p, [&](std::string_view name, auto& t) {
-            const bool gamma = name.find("norm") != std::string_view::npos;
-            for (std::size_t i = 0; i < t.size; ++i) {
-                s = s * 1103515245u + 12345u;
-                t.set(i, gamma ? 1.0f : (float((s >> 9) & 0xffff) / 65536.0f - 0.5f) * 0.05f);
-            }
-        });
+        randomize(p, 5, 0.05f);
         ct::init_adapters(ad, 3);
         ct::for_each_tensor(ad, [](std::string_view, auto& t) {
             for (std::size_t i = 0; i < t.size; ++i) t.set(i, t.get(i) + 0.01f);

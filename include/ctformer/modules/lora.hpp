@@ -207,21 +207,19 @@ struct lora {
             alignas(64) T xd[Drop::enabled ? C * In : 1];
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
-                const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0);
-                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
-                                kernels::identity_op{}, false, in.ld);
-                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
+                down(a, dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0), n, xa, pack);
                 linear::forward(a.lora_B.weight, 0, 1, xa, n, static_cast<const T*>(nullptr), y + r0 * ldy, ldy, pack,
                                 kernels::identity_op{}, true, R);
             }
         }
     }
 
-    // From x (the forward's input, rows at ldx) and dy: (rows, Out) at ldy, the adapter's gradients
-    // (+=): dB += s · dyᵀ · (drop(x)·Aᵀ),  dA += (s · dy·B)ᵀ · drop(x).
+    // The adapter's gradients (+=) and its share of dx (dx null: none; dx may not alias x), a chunk
+    // of rows at a time: xa = s·drop(x)·Aᵀ, dB += dyᵀ·xa, dxa = s·dy·B, dA += dxaᵀ·drop(x),
+    // dx += drop'(dxa·A). x: the forward's input (rows at ldx, dx's stride too), dy: (rows, Out) at ldy.
     template <unsigned Bit, class LP, class T, class Drop>
-    static void weight_grads(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy,
-                             std::size_t ldy, T* pack, const Drop& drop, std::size_t Tq) {
+    static void backward(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy,
+                         T* dx, T* pack, const Drop& drop, std::size_t Tq) {
         if constexpr (adapter<LP>) {
             constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
             alignas(64) T xa[C * R];
@@ -230,21 +228,25 @@ struct lora {
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
                 const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
-                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
-                                kernels::identity_op{}, false, in.ld);
-                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
-                // dB += dyᵀ · (s·xa), d(s·xa) = dy · B
+                down(a, in, n, xa, pack);
                 linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
                                  dxa, false, pack, R);
                 for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
+                const bool dropping = in.x != x + r0 * ldx;  // (then xd, read by dA, takes dx's share after)
                 linear::backward(a.lora_A.weight, g.lora_A.weight, 0, 1, in.x, n, dxa, R, static_cast<T*>(nullptr),
-                                 static_cast<T*>(nullptr), false, pack, in.ld);
+                                 dx && !dropping ? dx + r0 * ldx : static_cast<T*>(nullptr), true, pack, in.ld);
+                if (dx && dropping) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, xd, pack, drop, Tq, r0);
             }
         }
     }
-
-    // dx: (rows, In) at ldx += drop'(s · dy·B · A): the adapter's share of its input's gradient (it
-    // does not read x: callers may run it after x's buffer has become the gradient's).
+    // The adapter's gradients alone (its input's buffer is about to become the input's gradient).
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void weight_grads(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy,
+                             std::size_t ldy, T* pack, const Drop& drop, std::size_t Tq) {
+        backward<Bit>(a, g, x, ldx, rows, dy, ldy, static_cast<T*>(nullptr), pack, drop, Tq);
+    }
+    // dx: (rows, In) at ldx += drop'(s · dy·B · A): the adapter's share of its input's gradient alone
+    // (it does not read x: callers may run it after x's buffer has become the gradient's).
     template <unsigned Bit, class LP, class T, class Drop>
     static void input_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx, T* pack,
                            const Drop& drop, std::size_t Tq) {
@@ -257,49 +259,8 @@ struct lora {
                 kernels::gemm_nt_panels(n, R, LP::out_features, dy + r0 * ldy, ldy, a.lora_B.weight.panels(), dxa, R, pack,
                                         false);
                 for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
-                if (drop.drops(site<Bit>())) {
-                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dxd, In, pack, false);
-                    for (std::size_t i = 0; i < n; ++i) {
-                        drop.apply(dxd + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
-                        kernels::add_inplace(dx + (r0 + i) * ldx, dxd + i * In, In);
-                    }
-                } else {
-                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dx + r0 * ldx, ldx, pack, true);
-                }
-            }
-        }
-    }
-
-    // The adapter's gradients and its share of dx (dx null: none; dx may not alias x), one chunk
-    // of rows at a time: xa = s·drop(x)·Aᵀ, dB += dyᵀ·xa, dxa = s·dy·B, dA += dxaᵀ·drop(x),
-    // dx += drop'(dxa·A).
-    template <unsigned Bit, class LP, class T, class Drop>
-    static void backward(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy,
-                         T* dx, T* pack, const Drop& drop, std::size_t Tq) {
-        if constexpr (adapter<LP>) {
-            constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
-            alignas(64) T xa[C * R];
-            alignas(64) T dxa[C * R];
-            alignas(64) T xd[Drop::enabled ? C * In : 1];
-            for (std::size_t r0 = 0; r0 < rows; r0 += C) {
-                const std::size_t n = rows - r0 < C ? rows - r0 : C;
-                const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
-                linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, R, pack,
-                                kernels::identity_op{}, false, in.ld);
-                for (std::size_t i = 0; i < n * R; ++i) xa[i] *= LP::scale;
-                linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
-                                 dxa, false, pack, R);
-                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
-                const bool dropping = in.x != x + r0 * ldx;  // (then xd, read by dA, becomes dx's share after)
-                linear::backward(a.lora_A.weight, g.lora_A.weight, 0, 1, in.x, n, dxa, R, static_cast<T*>(nullptr),
-                                 dx && !dropping ? dx + r0 * ldx : static_cast<T*>(nullptr), true, pack, in.ld);
-                if (dx && dropping) {
-                    kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), xd, In, pack, false);
-                    for (std::size_t i = 0; i < n; ++i) {
-                        drop.apply(xd + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
-                        kernels::add_inplace(dx + (r0 + i) * ldx, xd + i * In, In);
-                    }
-                }
+                if (drop.drops(site<Bit>())) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, dxd, pack, drop, Tq, r0);
+                else kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dx + r0 * ldx, ldx, pack, true);
             }
         }
     }
@@ -317,6 +278,23 @@ struct lora {
         const T* x;
         std::size_t ld;
     };
+    // xa: (n, R) = s · in · Aᵀ
+    template <class LP, class T> static void down(const LP& a, rows_at<T> in, std::size_t n, T* xa, T* pack) {
+        linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, LP::rank, pack,
+                        kernels::identity_op{}, false, in.ld);
+        for (std::size_t i = 0; i < n * LP::rank; ++i) xa[i] *= LP::scale;
+    }
+    // dx's n rows (from row r0 of the call) += drop'(dxa · A), through buf: (n, In) scratch
+    template <unsigned Bit, class LP, class T, class Drop>
+    static void add_dropped_share(const LP& a, const T* dxa, std::size_t n, T* dx, std::size_t ldx, T* buf, T* pack,
+                                  const Drop& drop, std::size_t Tq, std::size_t r0) {
+        constexpr std::size_t In = LP::in_features;
+        kernels::gemm_nt_panels(n, In, LP::rank, dxa, LP::rank, a.lora_A.weight.panels(), buf, In, pack, false);
+        for (std::size_t i = 0; i < n; ++i) {
+            drop.apply(buf + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
+            kernels::add_inplace(dx + i * ldx, buf + i * In, In);
+        }
+    }
     // x's n rows through the adapter's dropout (into buf: (n, In)), or x itself where it drops nothing.
     template <unsigned Bit, std::size_t In, class T, class Drop>
     static rows_at<T> dropped(const T* x, std::size_t ldx, std::size_t n, T* buf, const Drop& drop, std::size_t Tq,
