@@ -419,9 +419,10 @@ TEST_CASE("LoRA options: adapter dropout outside [0, 1] is invalid_option, nothi
 // against full fine-tuning's params + gradients + AdamW state + the same activations and workspace.
 using Stories = ct::Llama<32000, 256, 6, ct::d_model<288>, ct::heads<6>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
                           ct::lora<8, 16, ct::lora_q | ct::lora_v>>;
-constexpr std::size_t stories_common = Stories::Activations<1, 64>::bytes + Stories::TrainWorkspace<1, 64>::bytes;
-constexpr std::size_t stories_lora = 2 * Stories::Adapters::bytes + sizeof(ct::AdamW<Stories::Adapters>) + stories_common;
-constexpr std::size_t stories_full = 2 * Stories::Params::bytes + sizeof(ct::AdamW<Stories::Params>) + stories_common;
+using StoriesMap = ct::adapter_training_memory<Stories, 1, 64>;
+constexpr std::size_t stories_lora = StoriesMap::ram;
+constexpr std::size_t stories_full = 2 * Stories::Params::bytes + sizeof(ct::AdamW<Stories::Params>) + StoriesMap::activations +
+                                     StoriesMap::workspace + StoriesMap::batch;
 static_assert(stories_lora * 8 <= stories_full, "LoRA training RAM above 1/8 of full fine-tuning's");
 
 TEST_CASE("LoRA memory: stories15M, r 8 on q and v, 1 x 64 tokens: training RAM at most 1/8 of full fine-tuning's") {

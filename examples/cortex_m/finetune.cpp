@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include <ctformer/text/load.hpp>
+#include <ctformer/train/memory_map.hpp>
 
 #include "board.hpp"
 #include "tiny_llama.hpp"
@@ -32,16 +33,18 @@ static ct::tokenizer::Workspace<256> encode_ws;
 static ct::token text[256];
 #endif
 
+// What training takes of the board's memories, every role's bytes known at compile time: a part
+// with 256 KB of RAM (a 16 KB stack region aside: finetune.sh checks the painted depth) holds it.
+using Map = ct::adapter_training_memory<Model, 1, T>;
+using namespace ct::literals;
+static_assert(ct::fits<Map, ct::board<256_KiB - 16_KiB, 1_MiB>>, "the adapter fine-tune does not fit the part");
 static Model::Adapters adapters, grads;
 static ct::AdamW<Model::Adapters> opt;
 static Model::Activations<1, T> acts;
 static Model::TrainWorkspace<1, T> ws;
 static ct::Tensor<ct::token, 1, T> tokens, targets;
-// What training takes of the board's RAM, every role's bytes known at compile time (the stack aside).
-constexpr std::size_t ram = 2 * Model::Adapters::bytes + sizeof opt + decltype(acts)::bytes + decltype(ws)::bytes +
-                            sizeof tokens + sizeof targets;
-constexpr std::size_t stack_budget = 16384;  // (the linker script's stack region; finetune.sh checks the painted depth)
-static_assert(ram + stack_budget <= 256 * 1024, "the adapter fine-tune does not fit 256 KB of RAM");
+static_assert(sizeof adapters == Map::adapters && sizeof opt == Map::optimizer && sizeof acts == Map::activations &&
+              sizeof ws == Map::workspace && sizeof tokens + sizeof targets == Map::batch);
 
 namespace {
 __attribute__((noinline)) void out(const char* s) { board::write(s); }
@@ -119,14 +122,15 @@ extern "C" int firmware_main() {
     const float after = text_loss(n);
     out("loss over the text after: "), out_loss(after), out("\n");
     const std::size_t stack = board::stack_used();
-    out("RAM (bytes, compile time):\n");
-    row("adapters", Model::Adapters::bytes);
-    row("adapter_gradients", Model::Adapters::bytes);
-    row("adamw_state", sizeof opt);
-    row("activations", decltype(acts)::bytes);
-    row("train_workspace", decltype(ws)::bytes);
-    row("total", ram);
-    out("flash weights (frozen) "), out(static_cast<std::uint32_t>(sizeof(Model::Params))), out("\n");
+    out("memory map (bytes, compile time: ct::adapter_training_memory):\n");
+    row("flash weights (frozen)", Map::params);
+    row("ram adapters", Map::adapters);
+    row("ram adapter_gradients", Map::gradients);
+    row("ram adamw_state", Map::optimizer);
+    row("ram activations", Map::activations);
+    row("ram train_workspace", Map::workspace);
+    row("ram batch", Map::batch);
+    row("ram total", Map::ram);
 #ifndef TINY_TEXT_IDS
     out("text ids:");
     for (std::size_t i = 0; i < n; ++i) out(i ? "," : " "), out(static_cast<std::uint32_t>(text[i]));

@@ -4,7 +4,8 @@
 # q and v); the host's scalar build of finetune.cpp encodes the new text and trains; the firmware,
 # given those ids, trains on MPS2 AN500 (Cortex-M7) with its RAM cut to 256 KB (mps2_an500_256k.ld,
 # a 16 KB stack region); then checked: the loss falls, every printed loss equals the host's (bits),
-# the image links no heap, the stack (painted) stays below 3/4 of its region.
+# the memory map it prints (ct::adapter_training_memory) equals the linker's symbol sizes, the image
+# links no heap, the stack (painted) stays below 3/4 of its region.
 #   examples/cortex_m/finetune.sh OUT_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +40,8 @@ if ! cmp -s <(losses "$log") <(losses "$out/host.txt"); then
   echo "!! the board's losses differ from the host's scalar build:"; diff <(losses "$out/host.txt") <(losses "$log") || true; exit 1
 fi
 echo "== an500 fine-tune: every loss equals the host's scalar build, bit for bit"
+python3 "$here/memory_map_check.py" "$log" "$elf" finetune || { echo "!! the fine-tune's memory map differs from the linker's"; exit 1; }
+echo "== an500 fine-tune: the memory map equals the linker's symbol sizes"
 arm-none-eabi-size -A "$elf" | awk '$1 == ".data" || $1 == ".bss" { ram += $2 } END { printf "== static RAM (.data + .bss): %d bytes of 262144 (a 16 KB stack region above)\n", ram }'
 stack=$(sed -n 's/^stack high-water mark: \([0-9]*\) bytes/\1/p' "$log")
 if [ -z "$stack" ] || [ "$stack" -gt 12288 ]; then echo "!! the fine-tune's stack ($stack bytes) above 12 KB of its 16 KB"; exit 1; fi

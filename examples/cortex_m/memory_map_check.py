@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The memory map a firmware prints (compile-time constants) against the linker's symbol sizes:
 each role's bytes must equal the sizes of the objects that hold it.
-  memory_map_check.py firmware.log firmware.elf"""
+  memory_map_check.py firmware.log firmware.elf [finetune]   (finetune: the adapter fine-tune's map)"""
 import subprocess
 import sys
 
@@ -12,7 +12,18 @@ ROLES = {  # printed row -> the symbols (demangled; a trailing :: takes every sy
     "ram generation_workspace": ["gen"],
     "ram prompt_encoding": ["encode_ws", "ids"],
 }
+FINETUNE = {  # examples/cortex_m/finetune.cpp: ct::adapter_training_memory
+    "flash weights (frozen)": ["tiny_weights"],
+    "ram adapters": ["adapters"],
+    "ram adapter_gradients": ["grads"],
+    "ram adamw_state": ["opt"],
+    "ram activations": ["acts"],
+    "ram train_workspace": ["ws"],
+    "ram batch": ["tokens", "targets"],
+}
 log, elf = sys.argv[1], sys.argv[2]
+if sys.argv[3:] == ["finetune"]:
+    ROLES = FINETUNE
 printed = {}
 for line in open(log):
     if line.startswith("  "):

@@ -19,6 +19,7 @@
 #include "models/stack.hpp"
 #include "modules/activations.hpp"
 #include "modules/norm.hpp"
+#include "train/memory_map.hpp"
 #include "train/optim.hpp"
 
 namespace ct = ctformer;

@@ -12,14 +12,10 @@
 #pragma once
 #include <cstddef>
 
+#include "../core/role_size.hpp"  // (ct::board, ct::fits, the _KiB literals)
 #include "tokenizer.hpp"
 
 namespace ctformer {
-
-namespace literals {
-consteval std::size_t operator""_KiB(unsigned long long n) { return static_cast<std::size_t>(n) << 10; }
-consteval std::size_t operator""_MiB(unsigned long long n) { return static_cast<std::size_t>(n) << 20; }
-}  // namespace literals
 
 namespace detail {
 template <std::size_t N> constexpr std::size_t encoding_bytes() {  // the workspace and the ids (+ bos, eos)
@@ -46,13 +42,5 @@ struct generation_memory {
     static constexpr std::size_t flash = params + tables;
     static constexpr std::size_t ram = cache + workspace + encoding;
 };
-
-// A part's memories: RAM for the roles above (stack and the program's own data aside), flash for
-// the read-only data (code aside).
-template <std::size_t Ram, std::size_t Flash> struct board {
-    static constexpr std::size_t ram = Ram, flash = Flash;
-};
-
-template <class Map, class Board> inline constexpr bool fits = Map::ram <= Board::ram && Map::flash <= Board::flash;
 
 }  // namespace ctformer
