@@ -75,6 +75,37 @@ TEST_CASE_TEMPLATE("kernels: gemm_tn (a stored transposed, both read in place) v
         }
 }
 
+// A low-rank adapter's narrow products (kernels/lowrank.hpp): N a rank (1..9, past the 4-result
+// pass), K below, at and past the vector width and a panel (edge panels of the weight).
+TEST_CASE_TEMPLATE("kernels: gemm_nt_rows and gemm_nt_weight_rows (a rank's columns) vs scalar reference", T, float, double) {
+    constexpr std::size_t NR = ct::panels::gemm_tile<T>::NR;
+    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1}, {3, 4, 7}, {5, 8, 64}, {2, 9, 2 * NR + 3}, {7, 5, 300}, {4, 3, 0}};
+    unsigned seed = 70;
+    for (const auto& sz : sizes)
+        for (bool accumulate : {false, true}) {
+            const std::size_t M = sz[0], N = sz[1], K = sz[2], lda = K + 3, ldb = K + 1, ldc = N + 2;
+            auto a = random_vec<T>(M * lda + 1, seed++), b = random_vec<T>(N * ldb + 1, seed++);
+            std::vector<T> c = accumulate ? random_vec<T>(M * ldc, seed++) : std::vector<T>(M * ldc, T(-7)), want = c, cw = c;
+            // the weight (Out = K, In = N) in panel layout, element (o, n) = b[n][o]
+            std::vector<T> w(ct::panels::panel_elems<T>(N, K ? K : 1), T(0));
+            for (std::size_t o = 0; o < K; ++o)
+                for (std::size_t n = 0; n < N; ++n) w[ct::panels::panel_index<T>(N, n, o)] = b[n * ldb + o];
+            ct::kernels::gemm_nt_rows(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+            ct::kernels::gemm_nt_weight_rows(M, N, K, a.data(), lda, w.data(), cw.data(), ldc, accumulate);
+            for (std::size_t i = 0; i < M; ++i)
+                for (std::size_t j = 0; j < N; ++j) {
+                    double s = accumulate ? double(want[i * ldc + j]) : 0.0;
+                    for (std::size_t k = 0; k < K; ++k) s += double(a[i * lda + k]) * double(b[j * ldb + k]);
+                    want[i * ldc + j] = static_cast<T>(s);
+                }
+            const double tol = kernel_tol<T> * (1 + std::sqrt(double(K)));
+            CHECK_CLOSE("gemm_nt_rows " << M << "x" << N << "x" << K << (accumulate ? " accumulate" : ""), c.data(), want.data(),
+                        c.size(), tol);
+            CHECK_CLOSE("gemm_nt_weight_rows " << M << "x" << N << "x" << K << (accumulate ? " accumulate" : ""), cw.data(),
+                        want.data(), cw.size(), tol);
+        }
+}
+
 TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
     // M 1..4 take the streaming GEMV, larger M the tiled path; N not a multiple of the panel,
     // K past one KC block; the panel padding holds garbage that must never reach c. a is read in

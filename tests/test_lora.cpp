@@ -163,7 +163,12 @@ TEST_CASE("LoRA gradients by finite differences in double: A, B and the input, w
     ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { g.push_back(t.storage); });
     std::size_t k = 0;
     ct::for_each_tensor(r.adapters, [&](std::string_view, auto& t) {
-        for (std::size_t i = 0; i < t.size; i += 7) probe(t.storage[t.storage_index(i)], g[k][t.storage_index(i)]);
+        using X = std::remove_cvref_t<decltype(t)>;
+        for (std::size_t i = 0; i < t.size; i += 7) {  // (element i in PyTorch's order: A row-major, B in panels)
+            std::size_t s = i;
+            if constexpr (requires { X::storage_index(i); }) s = X::storage_index(i);
+            probe(t.storage[s], g[k][s]);
+        }
         ++k;
     });
     for (std::size_t i = 0; i < r.x.size; i += 5) probe(r.x.data()[i], r.dx.data()[i]);
@@ -380,7 +385,7 @@ TEST_CASE("LoRA merge: W + (α/r)·B·A runs as base + adapters; unmerge restore
     CHECK(std::memcmp(&fresh, &again, sizeof fresh) == 0);
     ct::for_each_tensor(fresh, [&](std::string_view name, const auto& t) {
         using X = std::remove_cvref_t<decltype(t)>;
-        const double bound = 1 / std::sqrt(double(X::in_features));
+        const double bound = 1 / std::sqrt(double(X::shape[1]));
         double lo = 0, hi = 0, mean = 0;
         for (std::size_t i = 0; i < t.size; ++i) lo = std::min(lo, double(t.get(i))), hi = std::max(hi, double(t.get(i))), mean += t.get(i);
         INFO(name);

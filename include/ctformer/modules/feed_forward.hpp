@@ -121,7 +121,7 @@ template <class Cfg> struct feed_forward {
             if constexpr (passes_adapters<Lg>)
                 if (lg.ad) {
                     using A = std::remove_cvref_t<decltype(*lg.ad)>;
-                    lora::input_grad<Bit>(A::template slot<Bit>(*lg.ad), dy, ldy, rows, dx, ldx, pack, drop, Tq);
+                    lora::input_grad<Bit>(A::template slot<Bit>(*lg.ad), dy, ldy, rows, dx, ldx, drop, Tq);
                 }
         }
         // both, where x outlives the call (dx += the adapter's share; dx may not alias x)

@@ -3,9 +3,9 @@
 //
 //   y = W x + b + s · B (A drop(x)),   s = α / r,   A: (r, In), B: (Out, r)
 //
-// The base weight W may be of any format (quantized, in flash); A and B are float, in RAM, in the
-// panel layout of every weight (modules/linear.hpp), under PEFT's names (lora_A.weight,
-// lora_B.weight). The attention and feed-forward modules call these for the projections the
+// The base weight W may be of any format (quantized, in flash); A and B are float, in RAM, under
+// PEFT's names (lora_A.weight, lora_B.weight): A row-major as PyTorch's (its products have the
+// rank as their short side: kernels/lowrank.hpp), B in the panel layout of every weight. The attention and feed-forward modules call these for the projections the
 // layer's ct::lora option targets; what a projection has no adapter for is ct::absent.
 #pragma once
 #include <boost/hana/define_struct.hpp>
@@ -18,6 +18,7 @@
 #include "../core/dropout.hpp"
 #include "../core/status.hpp"
 #include "../core/reflect.hpp"
+#include "../kernels/lowrank.hpp"
 #include "linear.hpp"
 
 namespace ctformer {
@@ -29,11 +30,16 @@ enum lora_target : unsigned {
     lora_attention = 15, lora_mlp = 112, lora_all = 127
 };
 
+// lora_A: (R, In), row-major (PyTorch's layout).
+template <class T, std::size_t R, std::size_t In> struct LoraA {
+    using weight_t = Tensor<T, R, In>;
+    BOOST_HANA_DEFINE_STRUCT(LoraA, (weight_t, weight));
+};
 // One adapted projection's adapter: lora_A (R, In), lora_B (Out, R); scale α/R.
 template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha> struct LoraParams {
     static constexpr std::size_t rank = R, in_features = In, out_features = Out;
     static constexpr T scale = static_cast<T>(static_cast<double>(Alpha) / static_cast<double>(R));
-    using a_t = LinearParams<T, R, In, false>;
+    using a_t = LoraA<T, R, In>;
     using b_t = LinearParams<T, Out, R, false>;
     BOOST_HANA_DEFINE_STRUCT(LoraParams, (a_t, lora_A), (b_t, lora_B));
 };
@@ -111,7 +117,7 @@ template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
         using X = std::remove_cvref_t<decltype(t)>;
         using T = typename X::value_type;
         const bool is_a = name.ends_with("lora_A.weight");  // (no substr: nothing here may throw)
-        const double bound = 1.0 / std::sqrt(static_cast<double>(X::in_features));
+        const double bound = 1.0 / std::sqrt(static_cast<double>(X::shape[1]));  // (A: (R, In))
         for (std::size_t i = 0; i < X::size; ++i) {
             T v = T(0);
             if (is_a) {
@@ -152,12 +158,12 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
                 cur.stem = std::string_view(name.data(), name.size() - 14);
                 cur.a = &t;
                 cur.get_a = get;
-                cur.in = X::in_features;
+                cur.in = X::shape[1];
                 return;
             }
             cur.b = &t;
             cur.get_b = get;
-            cur.out = X::out_features;
+            cur.out = X::shape[0];
             bool found = false;
             for_each_tensor(params, [&](std::string_view base, auto& w) {
                 using Wt = std::remove_cvref_t<decltype(w)>;
@@ -207,7 +213,7 @@ struct lora {
             alignas(64) T xd[Drop::enabled ? C * In : 1];
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
-                down(a, dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0), n, xa, pack);
+                down(a, dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0), n, xa);
                 linear::forward(a.lora_B.weight, 0, 1, xa, n, static_cast<const T*>(nullptr), y + r0 * ldy, ldy, pack,
                                 kernels::identity_op{}, true, R);
             }
@@ -228,14 +234,15 @@ struct lora {
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
                 const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
-                down(a, in, n, xa, pack);
+                down(a, in, n, xa);
+                // dB += dyᵀ · xa (B's panels); dxa = s · dy · B; dA += dxaᵀ · drop(x)
                 linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
-                                 dxa, false, pack, R);
-                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
-                const bool dropping = in.x != x + r0 * ldx;  // (then xd, read by dA, takes dx's share after)
-                linear::backward(a.lora_A.weight, g.lora_A.weight, 0, 1, in.x, n, dxa, R, static_cast<T*>(nullptr),
-                                 dx && !dropping ? dx + r0 * ldx : static_cast<T*>(nullptr), true, pack, in.ld);
-                if (dx && dropping) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, xd, pack, drop, Tq, r0);
+                                 static_cast<T*>(nullptr), false, pack, R);
+                up_grad(a, dy + r0 * ldy, ldy, n, dxa);
+                kernels::gemm_tn(R, In, n, dxa, R, in.x, in.ld, g.lora_A.weight.data(), In, true);
+                if (!dx) continue;
+                if (in.x != x + r0 * ldx) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, xd, drop, Tq, r0);
+                else add_share(a, dxa, n, dx + r0 * ldx, ldx);
             }
         }
     }
@@ -248,7 +255,7 @@ struct lora {
     // dx: (rows, In) at ldx += drop'(s · dy·B · A): the adapter's share of its input's gradient alone
     // (it does not read x: callers may run it after x's buffer has become the gradient's).
     template <unsigned Bit, class LP, class T, class Drop>
-    static void input_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx, T* pack,
+    static void input_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t rows, T* dx, std::size_t ldx,
                            const Drop& drop, std::size_t Tq) {
         if constexpr (adapter<LP>) {
             constexpr std::size_t R = LP::rank, In = LP::in_features, C = chunk_rows<T, R, In, Drop>();
@@ -256,11 +263,9 @@ struct lora {
             alignas(64) T dxd[Drop::enabled ? C * In : 1];
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
-                kernels::gemm_nt_panels(n, R, LP::out_features, dy + r0 * ldy, ldy, a.lora_B.weight.panels(), dxa, R, pack,
-                                        false);
-                for (std::size_t i = 0; i < n * R; ++i) dxa[i] *= LP::scale;
-                if (drop.drops(site<Bit>())) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, dxd, pack, drop, Tq, r0);
-                else kernels::gemm_nt_panels(n, In, R, dxa, R, a.lora_A.weight.panels(), dx + r0 * ldx, ldx, pack, true);
+                up_grad(a, dy + r0 * ldy, ldy, n, dxa);
+                if (drop.drops(site<Bit>())) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, dxd, drop, Tq, r0);
+                else add_share(a, dxa, n, dx + r0 * ldx, ldx);
             }
         }
     }
@@ -279,17 +284,28 @@ struct lora {
         std::size_t ld;
     };
     // xa: (n, R) = s · in · Aᵀ
-    template <class LP, class T> static void down(const LP& a, rows_at<T> in, std::size_t n, T* xa, T* pack) {
-        linear::forward(a.lora_A.weight, 0, 1, in.x, n, static_cast<const T*>(nullptr), xa, LP::rank, pack,
-                        kernels::identity_op{}, false, in.ld);
+    template <class LP, class T> static void down(const LP& a, rows_at<T> in, std::size_t n, T* xa) {
+        kernels::gemm_nt_rows(n, LP::rank, LP::in_features, in.x, in.ld, a.lora_A.weight.data(), LP::in_features, xa, LP::rank,
+                              false);
         for (std::size_t i = 0; i < n * LP::rank; ++i) xa[i] *= LP::scale;
+    }
+    // dxa: (n, R) = s · dy · B, dy: (n, Out) at ldy
+    template <class LP, class T> static void up_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t n, T* dxa) {
+        kernels::gemm_nt_weight_rows(n, LP::rank, LP::out_features, dy, ldy, a.lora_B.weight.panels(), dxa, LP::rank, false);
+        for (std::size_t i = 0; i < n * LP::rank; ++i) dxa[i] *= LP::scale;
+    }
+    // dx's n rows += dxa · A
+    template <class LP, class T> static void add_share(const LP& a, const T* dxa, std::size_t n, T* dx, std::size_t ldx) {
+        kernels::gemm(n, LP::in_features, LP::rank, dxa, LP::rank, a.lora_A.weight.data(), LP::in_features, dx, ldx,
+                      static_cast<const T*>(nullptr), kernels::identity_op{}, static_cast<T*>(nullptr), true);
     }
     // dx's n rows (from row r0 of the call) += drop'(dxa · A), through buf: (n, In) scratch
     template <unsigned Bit, class LP, class T, class Drop>
-    static void add_dropped_share(const LP& a, const T* dxa, std::size_t n, T* dx, std::size_t ldx, T* buf, T* pack,
-                                  const Drop& drop, std::size_t Tq, std::size_t r0) {
+    static void add_dropped_share(const LP& a, const T* dxa, std::size_t n, T* dx, std::size_t ldx, T* buf, const Drop& drop,
+                                  std::size_t Tq, std::size_t r0) {
         constexpr std::size_t In = LP::in_features;
-        kernels::gemm_nt_panels(n, In, LP::rank, dxa, LP::rank, a.lora_A.weight.panels(), buf, In, pack, false);
+        kernels::gemm(n, In, LP::rank, dxa, LP::rank, a.lora_A.weight.data(), In, buf, In, static_cast<const T*>(nullptr),
+                      kernels::identity_op{}, static_cast<T*>(nullptr), false);
         for (std::size_t i = 0; i < n; ++i) {
             drop.apply(buf + i * In, In, site<Bit>(), dropout_row_id(r0 + i, Tq));
             kernels::add_inplace(dx + i * ldx, buf + i * In, In);

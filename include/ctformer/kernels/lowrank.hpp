@@ -1,0 +1,89 @@
+// ctformer/kernels/lowrank.hpp — the products of a low-rank adapter (modules/lora.hpp) whose result
+// has few columns, its rank: x·Aᵀ and dy·B. The GEMM's register tile computes its whole width (32
+// columns on AVX-512) for the rank's 8; here each result is a dot product along the long dimension,
+// vectors along it, four results a pass (the row of a read once for the four).
+#pragma once
+#include <cstddef>
+
+#include "../core/panels.hpp"
+#include "../simd/simd.hpp"
+
+namespace ctformer::kernels {
+
+namespace detail {
+// r[j] += Σ_k a[k] · b_j[k] for j < J (J ≤ 4), b_j = b + j·ldb: vectors along k, the tail in order.
+// (counted in vectors, pointers stepped: GCC 12 otherwise "proves" an overflow of k in the inlined
+// copies and warns, -Waggressive-loop-optimizations)
+template <class T, std::size_t J> struct dot_sums {
+    using V = simd::vec<T>;
+    V s[J];
+    T t[J];
+    dot_sums() {
+        for (std::size_t j = 0; j < J; ++j) s[j] = simd::splat<T>(T(0)), t[j] = T(0);
+    }
+    // the K values at a against each b_j's
+    void add(std::size_t K, const T* a, const T* b, std::size_t ldb) {
+        constexpr std::size_t W = simd::width<T>;
+        const std::size_t vectors = K / W, tail = K % W;
+        for (std::size_t v = 0; v < vectors; ++v, a += W, b += W) {
+            const V x = simd::load(a);
+            for (std::size_t j = 0; j < J; ++j) s[j] = simd::vfma(x, simd::load(b + j * ldb), s[j]);
+        }
+        for (std::size_t q = 0; q < tail; ++q)
+            for (std::size_t j = 0; j < J; ++j) t[j] = simd::sfma(a[q], b[j * ldb + q], t[j]);
+    }
+    void into(T* r) const {
+        for (std::size_t j = 0; j < J; ++j) r[j] += simd::hsum<T>(s[j]) + t[j];
+    }
+};
+template <class T, std::size_t J> inline void dots(std::size_t K, const T* a, const T* b, std::size_t ldb, T* r) {
+    dot_sums<T, J> d;
+    d.add(K, a, b, ldb);
+    d.into(r);
+}
+// The same with b_j a weight's input row n0 + j across its panels (W: (K, N) in panel layout:
+// panel p's NR values of input n at w + (p·N + n)·NR): one sum per result, across the panels.
+template <class T, std::size_t J>
+inline void panel_dots(std::size_t K, std::size_t N, const T* a, const T* w, std::size_t n0, T* r) {
+    constexpr std::size_t NR = panels::gemm_tile<T>::NR;
+    dot_sums<T, J> d;
+    const std::size_t whole = K / NR, rest = K % NR;
+    const T* wp = w + n0 * NR;
+    for (std::size_t p = 0; p < whole; ++p, a += NR, wp += N * NR) d.add(NR, a, wp, NR);
+    if (rest) d.add(rest, a, wp, NR);
+    d.into(r);
+}
+}  // namespace detail
+
+// c: (M, N) (+)= a: (M, K) · bᵀ, b: (N, K) row-major at ldb (N small: a rank).
+// (BLAS's parameters: each matrix a pointer and its leading dimension.)
+template <class T>
+inline void gemm_nt_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
+                         std::size_t ldb, T* c, std::size_t ldc, bool accumulate) {
+    for (std::size_t m = 0; m < M; ++m) {
+        T* cm = c + m * ldc;
+        if (!accumulate)
+            for (std::size_t n = 0; n < N; ++n) cm[n] = T(0);
+        const std::size_t quads = N / 4;
+        for (std::size_t q = 0; q < quads; ++q) detail::dots<T, 4>(K, a + m * lda, b + 4 * q * ldb, ldb, cm + 4 * q);
+        for (std::size_t j = 4 * quads; j < N; ++j) detail::dots<T, 1>(K, a + m * lda, b + j * ldb, ldb, cm + j);
+    }
+}
+
+// c: (M, N) (+)= a: (M, K) · W, W: (K, N) a weight of K outputs and N inputs in panel layout
+// (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous): dX = dY · W
+// for a weight with few inputs (N small: a rank), a panel's NR outputs at a time.
+template <class T>
+inline void gemm_nt_weight_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* w,
+                                T* c, std::size_t ldc, bool accumulate) {
+    for (std::size_t m = 0; m < M; ++m) {
+        T* cm = c + m * ldc;
+        if (!accumulate)
+            for (std::size_t n = 0; n < N; ++n) cm[n] = T(0);
+        const std::size_t quads = N / 4;
+        for (std::size_t q = 0; q < quads; ++q) detail::panel_dots<T, 4>(K, N, a + m * lda, w, 4 * q, cm + 4 * q);
+        for (std::size_t j = 4 * quads; j < N; ++j) detail::panel_dots<T, 1>(K, N, a + m * lda, w, j, cm + j);
+    }
+}
+
+}  // namespace ctformer::kernels
