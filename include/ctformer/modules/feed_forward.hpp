@@ -94,7 +94,7 @@ template <class Cfg> struct feed_forward {
         }
         // y: (rows, Out) at ldy += the adapter of projection Bit on x: (rows, In) at ldx
         template <unsigned Bit>
-        void operator()(const T* x, std::size_t ldx, std::size_t rows, T* y, std::size_t ldy, T* pack) const {
+        constexpr void operator()(const T* x, std::size_t ldx, std::size_t rows, T* y, std::size_t ldy, T* pack) const {
             if constexpr (passes_adapters<Lo>)
                 if (lo.ad) {
                     using A = std::remove_cvref_t<decltype(*lo.ad)>;
