@@ -116,7 +116,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                                     const SelfMask& sm = {}, const CrossMask& cm = {}) {
         checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out); !st) return st;
-        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         return {};
     }
     template <params_or_adapted<Params, Adapters> PA, class Tgt, class Out, class WS, class SelfMask = no_mask>
@@ -133,8 +133,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         checks::template check_trainable<!std::is_same_v<PA, Params>>();
         checks::template check_shapes<Tgt, memory_t<Mem, Tgt>, Out, WS, SelfMask, CrossMask>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
-        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc),
-            static_cast<void*>(nullptr));
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), static_cast<void*>(nullptr));
         return {};
     }
     // The same, saving what backward needs into acts (Activations<B, Tq, S>).
@@ -148,7 +147,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         checks::template check_acts<Acts, Tgt::shape[0], Tgt::shape[1], M::shape[1]>();
         if (status st = check_call(sm, cm, tgt, mem, out, &dc); !st) return st;
         acts.dropout = dc;
-        run(base_of(p), adapters_of(p), ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
+        run(p, ws, tgt.data(), data_of(mem), out.data(), sm, cm, dropout_rng(dc), &acts);
         acts.filled = true;
         return {};
     }
@@ -227,10 +226,14 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     // and each norm's input are written there instead of (or besides) the workspace.
     // Everything but the heads is row-local: it runs in row stages (over_rows), between the heads.
     // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
-    template <class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
-    static constexpr void run_rows(const Params& p, const Adapters* ad, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
+    // (pa: the entry point's Params or adapted bundle, as it came: without adapters the call has
+    // the arguments it had before them — the microcontroller's stack bound counts its frames)
+    template <class PA, class WS, class SelfSrc, class CrossSrc, class SM, class CM, class Drop, class Acts>
+    static constexpr void run_rows(const PA& pa, WS& ws, std::size_t B, std::size_t Tq, const T* x, T* y,
                          const SelfSrc& self_src, const CrossSrc& cross_src, const SM& sm, const CM& cm,
                          const Drop& drop, Acts* acts) {
+        const Params& p = base_of(pa);
+        [[maybe_unused]] const Adapters* ad = adapters_of(pa);
         const std::size_t M = B * Tq;
         const detail::alone_scope alone(!std::is_same_v<Acts, void> && schedule::train_alone(M));
         const bool fused = !drop.drops(dropout_site::self_attn_out);  // one p for the three output sites
@@ -263,8 +266,13 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             T* u = nullptr;
             if constexpr (!std::is_same_v<Acts, void>)
                 if (acts) u = acts->ffn.u + r0 * FFN::ldh;
-            FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0,
-                         ffn_lora(ad, drop, Tq));
+            // (without the option the lambdas do not name ad: their frames stay as they were, the
+            // microcontroller's stack bound counts them)
+            if constexpr (Cfg::has_lora)
+                FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0,
+                             ffn_lora(ad, drop, Tq));
+            else
+                FFN::forward(ffn_of(p), in + r0 * D, sc.hidden, branch + r0 * D, fused, r1 - r0, Tq, drop, sc.pack, u, r0);
             finish(sublayers - 1, y, dropout_site::ffn_out, r0, r1);
         };
         T* spans = nullptr;
@@ -278,8 +286,11 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             }
         over_rows(parts, M, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
             if constexpr (!pre_norm) save_stream(acts, 0, x, r0, r1);
-            Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack,
-                               attn_lora(ad, drop, Tq));
+            if constexpr (Cfg::has_lora)
+                Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack,
+                                   attn_lora(ad, drop, Tq));
+            else
+                Attn::self_project(p.self_attn, bf.qkv, start(0, x, r0, r1), r0, r1, Tq, self_src, sc.pack);
         });
         Attn::self_heads(bf, B, Tq, self_src, sm, drop);
         // rows [0, M): the self-attention's output, (cross) its queries, else the FFN; rows
@@ -292,8 +303,11 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             if (r0 >= M) return;
             r1 = r1 < M ? r1 : M;
             if (fused && y != x) copy_rows(x + r0 * D, y + r0 * D, r1 - r0);  // the residual the output adds onto
-            Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack,
-                                 attn_lora(ad, drop, Tq), r0);
+            if constexpr (Cfg::has_lora)
+                Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack,
+                                     attn_lora(ad, drop, Tq), r0);
+            else
+                Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
             finish(0, x, dropout_site::self_attn_out, r0, r1);
             if constexpr (cross)  // memory is never normalized
                 Attn::cross_query(p.multihead_attn, bfc.qkv, start(1, y, r0, r1), r0, r1, sc.pack);
@@ -323,8 +337,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         else return no_lora_pass{};
     }
 
-    template <std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
-    static constexpr void run(const Params& p, const Adapters* ad, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
+    template <class PA, std::size_t B, std::size_t Tq, std::size_t S, class SM, class CM, class Drop, class Acts = void>
+    static constexpr void run(const PA& p, Workspace<B, Tq, S>& ws, const T* x, const T* mem, T* y, const SM& sm,
                     const CM& cm, const Drop& drop, Acts* acts) {
         using self_src = typename Attn::transient_self;
         if constexpr (cross) {
@@ -334,10 +348,10 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                     kv_mem = acts->cross_attn.kv_mem;
                     for (std::size_t i = 0; i < B * S * D; ++i) acts->cross_attn.mem[i] = mem[i];
                 }
-            run_rows(p, ad, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
+            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::transient_cross{mem, kv_mem, B * S, S, Tq}, sm,
                      cm, drop, acts);
         } else {
-            run_rows(p, ad, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
+            run_rows(p, ws, B, Tq, x, y, self_src{Tq}, typename Attn::no_source{}, sm, cm, drop, acts);
         }
     }
 
@@ -429,8 +443,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     }
 
     // (parameters: each entry point passes its own key/value sources, masks and dropout types.)
-    template <class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
-    static status step_impl(const Params& p, const Adapters* ad, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
+    template <class PA, class Cache, class CrossSrc, class SWS, class X, class Y, class SM, class CM>
+    static status step_impl(const PA& p, SWS& ws, Cache& cache, const CrossSrc& cross_src, std::size_t cross_keys,
                             const X& x, Y& y, const std::array<std::size_t, Cache::batch>& count, const SM& sm,
                             const CM& cm) {
         constexpr std::size_t B = X::shape[0], C = X::shape[1];
@@ -452,10 +466,10 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         const std::size_t rows = B == 1 && count[0] < C ? count[0] : C;  // (count <= C: checked above)
         if (rows > 0) {
             if constexpr (cross)
-                run_rows(p, ad, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
                          cross_src(pos0, count), sm, cm, no_dropout{}, static_cast<void*>(nullptr));
             else
-                run_rows(p, ad, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
+                run_rows(p, ws, B, rows, xin, yout, typename Attn::template cached_self<Cache>{cache, pos0, count},
                          typename Attn::no_source{}, sm, cm, no_dropout{}, static_cast<void*>(nullptr));
         }
         for (std::size_t b = 0; b < B; ++b) {
@@ -519,9 +533,9 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
                 return typename Attn::template cached_cross<CC, B>{cc, pos0, n};
             };
-            return step_impl(base_of(p), adapters_of(p), ws, cache, src, S, x, y, count, sm, cm);
+            return step_impl(p, ws, cache, src, S, x, y, count, sm, cm);
         } else {
-            return step_impl(base_of(p), adapters_of(p), ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
+            return step_impl(p, ws, cache, typename Attn::no_source{}, 0, x, y, count, sm, no_mask{});
         }
     }
     template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class SM = no_mask>

@@ -109,7 +109,7 @@ template <class Cfg> struct attention {
     // (lo: the layer's adapters, modules/lora.hpp)
     template <class Src, class Lo = no_lora_pass>
     static constexpr void self_project(const Params& p, T* qkv, const T* x, std::size_t r0, std::size_t r1,
-                                       std::size_t Tq, const Src& src, T* pack, const Lo& lo = {}) {
+                                       std::size_t Tq, const Src& src, T* pack, Lo lo = {}) {
         project_qkv(p, x + r0 * D, r1 - r0, qkv + r0 * qkv_ld, pack);
         if constexpr (passes_adapters<Lo>)
             if (lo.ad) {
@@ -273,7 +273,7 @@ template <class Cfg> struct attention {
     // out (+)= ctx · out_projᵀ + bias (+ the adapter's; ctx holds rows first.. of the call's)
     template <class Lo = no_lora_pass>
     static constexpr void out_projection(const Params& a, const T* ctx, T* out, bool accumulate, std::size_t rows, T* pack,
-                                         const Lo& lo = {}, std::size_t first = 0) {
+                                         Lo lo = {}, std::size_t first = 0) {
         const auto& o = out_proj(a);
         linear::forward(o.weight, 0, 1, ctx, rows, o.bias_data(), out, D, pack, kernels::identity_op{}, accumulate);
         if constexpr (passes_adapters<Lo>)

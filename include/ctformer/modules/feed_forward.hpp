@@ -65,10 +65,9 @@ template <class Cfg> struct feed_forward {
     // (lo: the layer's adapters, modules/lora.hpp)
     template <class Drop, class Lo = no_lora_pass>
     static constexpr void forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0, const Lo& lo = {}) {
-        const adapters_in<Lo> ad{lo, first};
-        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, ad);
-        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, ad);
+                        std::size_t Tq, const Drop& drop, T* pack, T* u = nullptr, std::size_t first = 0, Lo lo = {}) {
+        if constexpr (gated) gated_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, adapters_in<Lo>{lo, first});
+        else dense_forward(p, x, hidden, out, accumulate, rows, Tq, drop, pack, u, adapters_in<Lo>{lo, first});
     }
     // g: the params' gradients (+=), or null (frozen: adapters train, lg: their gradients).
     template <class Drop, class Lg = no_lora_pass>
@@ -85,8 +84,8 @@ template <class Cfg> struct feed_forward {
   private:
     // A call's adapters (none: each call is a no-op), by projection bit (modules/lora.hpp: a plain
     // FFN's linear1 is lora_up, linear2 lora_down). first: the numbering of x's first row (dropout).
-    template <class Lo> struct adapters_in {
-        const Lo& lo;
+    template <class Lo> struct adapters_in {  // (passed by value: no_lora_pass is empty)
+        Lo lo;
         std::size_t first;
         constexpr bool on() const {
             if constexpr (passes_adapters<Lo>) return lo.ad != nullptr;
@@ -144,7 +143,7 @@ template <class Cfg> struct feed_forward {
     // With an adapter on linear1 its output is completed before the activation (no fused epilogue).
     template <class Drop, class Ad>
     static constexpr void dense_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                        std::size_t Tq, const Drop& drop, T* pack, T* u, const Ad& ad) {
+                        std::size_t Tq, const Drop& drop, T* pack, T* u, Ad ad) {
         if (u || ad.on()) {
             T* pre = u ? u : hidden;
             linear::forward(p.linear1.weight, 0, 1, x, rows, p.linear1.bias_data(), pre, ldh, pack);
@@ -186,7 +185,7 @@ template <class Cfg> struct feed_forward {
     // (parameters: the sub-layer's input and output, its scratch, dropout's row numbering, adapters.)
     template <class Drop, class Ad>
     static constexpr void gated_forward(const Params& p, const T* x, T* hidden, T* out, bool accumulate, std::size_t rows,
-                                        std::size_t Tq, const Drop& drop, T* pack, T* u, const Ad& ad) {
+                                        std::size_t Tq, const Drop& drop, T* pack, T* u, Ad ad) {
         if (u || ad.on()) {
             T* pre = u ? u : hidden;
             linear::forward(p.gate_proj.weight, 0, 1, x, rows, p.gate_proj.bias_data(), pre, ldh, pack);
