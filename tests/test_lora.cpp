@@ -340,6 +340,12 @@ TEST_CASE("LoRA files: PEFT's names and adapter_config.json, saved and loaded ba
     CHECK(code(R"({"r": 4.5, "lora_alpha": 8, "target_modules": "all-linear"})") == ct::errc::malformed_header);
     CHECK(code(R"({"r": 4, "lora_alpha": 8, "target_modules": "all-linear")") == ct::errc::malformed_header);
     CHECK(code(R"([1, 2])") == ct::errc::malformed_header);
+    // numbers past every integer type (found by fuzz_adapters: no conversion overflows)
+    const std::string huge(400, '9');
+    CHECK(code("{\"r\": " + huge + ", \"lora_alpha\": 8, \"target_modules\": \"all-linear\"}") == ct::errc::malformed_header);
+    CHECK(code("{\"r\": 4, \"lora_alpha\": " + huge + ", \"target_modules\": \"all-linear\"}") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": 4, "lora_alpha": -8, "target_modules": "all-linear"})") == ct::errc::config_mismatch);
+    CHECK(code(R"({"r": -4, "lora_alpha": 8, "target_modules": "all-linear"})") == ct::errc::malformed_header);
     CHECK(code(R"({"r": 4, "lora_alpha": 8, "x": {"y": [1, {"z": 2}}, "target_modules": "all-linear"})") == ct::errc::malformed_header);
     // a file of another rank: its config says so; without the config, its shapes do
     static LoraTied::Adapters other;

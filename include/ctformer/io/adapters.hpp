@@ -111,7 +111,7 @@ template <class A> status parse_adapter_config(std::string_view text, adapter_co
         if (!js.ok || !js.expect(':')) return bad("a key");
         if (key == "r") {
             const double v = json_number(js);
-            if (!js.ok || v < 0 || v != static_cast<double>(static_cast<std::uint64_t>(v))) return bad("r is not an integer");
+            if (!js.ok || !(v >= 0 && v < 0x1p53) || v != static_cast<double>(static_cast<std::uint64_t>(v))) return bad("r is not an integer");
             c.r = static_cast<std::uint64_t>(v), c.has_r = true;
         } else if (key == "lora_alpha") {
             c.alpha = json_number(js), c.has_alpha = true;
@@ -164,8 +164,11 @@ template <class A> status check_adapter_config(std::string_view json_text) {
         return status::error(errc::config_mismatch, t.view());
     }
     if (c.alpha != static_cast<double>(A::lora_alpha)) {
-        t << "lora_alpha: file " << static_cast<std::size_t>(c.alpha < 0 ? 0 : c.alpha) << (c.alpha == static_cast<double>(static_cast<std::size_t>(c.alpha)) ? "" : "...")
-          << ", type " << static_cast<std::size_t>(A::lora_alpha);
+        const bool whole = c.alpha >= 0 && c.alpha < 0x1p53 && c.alpha == static_cast<double>(static_cast<std::uint64_t>(c.alpha));
+        t << "lora_alpha: file ";
+        if (whole) t << static_cast<std::size_t>(c.alpha);
+        else t << "not a whole number";
+        t << ", type " << static_cast<std::size_t>(A::lora_alpha);
         return status::error(errc::config_mismatch, t.view());
     }
     if (!c.unknown_target.empty()) return status::error(errc::config_mismatch, "target_modules: ", c.unknown_target, " (the type has no such projection)");
