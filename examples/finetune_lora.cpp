@@ -9,16 +9,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
 
-#include <ctformer/ctformer.hpp>
-#include <ctformer/io/file.hpp>
-#include <ctformer/text/load.hpp>
-
 #include "cortex_m/tiny_llama.hpp"
+#include "tiny_text.hpp"
 
 #ifndef CTFORMER_EXAMPLE_TOKENIZER
 #define CTFORMER_EXAMPLE_TOKENIZER "docs_sp512.safetensors"
@@ -33,7 +28,7 @@
 namespace ct = ctformer;
 // The tiny Llama over int4 weights with rank-8 adapters (α 16) on every projection.
 using Model = tiny::tiny_llama<ct::weights<ct::int4_group<32>>, ct::lora<8, 16, ct::lora_all>>;
-constexpr std::size_t V = tiny::vocab, B = 8, T = 128;
+constexpr std::size_t B = 8, T = 128;
 static Model::Params base;
 static Model::Adapters adapters, grads;
 static ct::AdamW<Model::Adapters> opt;
@@ -45,20 +40,9 @@ static ct::tokenizer::Workspace<1 << 18> encode_ws;
 static ct::token corpus[1 << 18];
 static std::byte out_buf[1 << 20];
 
-// Mean loss over the whole windows of T+1 tokens in [lo, hi): the base alone or with the adapters.
+// The held-out loss on the new text: the base alone or with the adapters.
 template <class PA> double held_out(const PA& p, std::size_t lo, std::size_t hi) {
-    static Model::Workspace<B, T> ews;
-    static ct::Tensor<float, B, T, V> logits;
-    double sum = 0;
-    std::size_t batches = 0;
-    for (std::size_t o = lo; o + B * T + 1 <= hi; o += B * T, ++batches) {
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t t = 0; t < T; ++t) tokens(b, t) = corpus[o + b * T + t], targets(b, t) = corpus[o + b * T + t + 1];
-        float loss;
-        if (!Model::evaluate(p, ews, tokens, targets, logits, loss)) return NAN;
-        sum += loss;
-    }
-    return batches ? sum / double(batches) : NAN;
+    return tiny_text::held_out_loss<Model, B, T>(p, corpus, lo, hi);
 }
 
 // Greedy text from a prompt, printed as it is decoded.
@@ -80,35 +64,25 @@ template <class PA> void write_from(const PA& p, const char* label, std::string_
 }
 
 int main(int argc, char** argv) {
-    std::size_t steps = 300;
-    double max_loss = 0;
-    std::string out = ".", dir = CTFORMER_EXAMPLE_TEXT;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--steps") steps = std::strtoull(v.c_str(), nullptr, 10);
-        else if (k == "--out") out = v;
-        else if (k == "--max-loss") max_loss = std::atof(v.c_str());
-        else if (k == "--text") dir = v;
-        else return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
-    }
-    static ct::mapped_file tok_file, ckpt;
-    static ct::safetensors::file<32> tok_index;
+    const tiny_text::options args{argc, argv, {"--steps", "--out", "--max-loss", "--text"}};
+    if (const char* k = args.unknown()) return std::fprintf(stderr, "unknown option %s\n", k), 2;
+    const std::size_t steps = args.count("--steps", 300);
+    const double max_loss = args.number("--max-loss", 0);
+    const std::string out = args.get("--out", "."), dir = args.get("--text", CTFORMER_EXAMPLE_TEXT);
+    static ct::mapped_file ckpt;
     static ct::safetensors::file<128> index;
-    ct::status st = tok_file.open(CTFORMER_EXAMPLE_TOKENIZER);
-    if (st) st = tok_index.parse(tok_file.bytes());
-    if (st) st = ct::load_tokenizer(tok_index, tok);
+    ct::status st = tiny_text::open_tokenizer(CTFORMER_EXAMPLE_TOKENIZER, tok);
     if (st) st = ckpt.open(CTFORMER_EXAMPLE_CHECKPOINT);
     if (st) st = index.parse(ckpt.bytes());
     if (st) st = ct::load_state_dict(base, index);  // fp32 checkpoint -> int4 at load
     if (!st) return std::fprintf(stderr, "load: %s %s\n", ct::to_string(st.code), st.tensor_name().data()), 1;
 
     std::string text;  // the new text: the module headers (C++), which the model never saw
-    for (const char* name : {"attention.hpp", "attention_params.hpp", "attention_sources.hpp", "feed_forward.hpp",
-                             "linear.hpp", "norm.hpp", "embedding.hpp", "activations.hpp", "lora.hpp", "cross_entropy.hpp"}) {
-        std::ifstream in(dir + "/include/ctformer/modules/" + name, std::ios::binary);
-        if (!in) return std::fprintf(stderr, "cannot read %s/include/ctformer/modules/%s\n", dir.c_str(), name), 1;
-        text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    if (!tiny_text::read_files(dir + "/include/ctformer/modules",
+                               {"attention.hpp", "attention_params.hpp", "attention_sources.hpp", "feed_forward.hpp", "linear.hpp",
+                                "norm.hpp", "embedding.hpp", "activations.hpp", "lora.hpp", "cross_entropy.hpp"},
+                               text))
+        return 1;
     std::size_t n = 0;
     if (!(st = tok.encode(text, corpus, n, encode_ws))) return std::fprintf(stderr, "encode: %s\n", ct::to_string(st.code)), 1;
     const std::size_t split = n * 9 / 10;
@@ -129,15 +103,11 @@ int main(int argc, char** argv) {
     write_from(base, "base   ", "template <class");
 
     opt.options.lr = 3e-3;
-    std::uint64_t s = 0x10a5;
+    tiny_text::rng r{0x10a5};
     const auto t0 = std::chrono::steady_clock::now();
     double smooth = 0;
     for (std::size_t step = 0; step < steps; ++step) {
-        for (std::size_t b = 0; b < B; ++b) {
-            s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-            const std::size_t o = (s * 0x2545F4914F6CDD1Dull) % (split - T - 1);
-            for (std::size_t t = 0; t < T; ++t) tokens(b, t) = corpus[o + t], targets(b, t) = corpus[o + t + 1];
-        }
+        tiny_text::sample_batch(r, corpus, 0, split, tokens, targets);
         ct::zero_grad(grads);
         float loss;
         ct::dropout_config dc{0.0f, 0.0f, 0.0f, 11, static_cast<std::uint32_t>(step)};

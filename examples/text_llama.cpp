@@ -5,19 +5,15 @@
 // penalty and a stop string. Every buffer is static.
 //
 //   text_llama [--seconds S] [--steps N] [--max-loss X] [--prompt TEXT] [--tokens N]
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
 
-#include <ctformer/ctformer.hpp>
-#include <ctformer/io/file.hpp>
 #include <ctformer/text/generate.hpp>
-#include <ctformer/text/load.hpp>
+
+#include "tiny_text.hpp"
 
 #ifndef CTFORMER_EXAMPLE_TOKENIZER
 #define CTFORMER_EXAMPLE_TOKENIZER "docs_bpe.safetensors"
@@ -44,46 +40,19 @@ static ct::tokenizer tok;
 static ct::tokenizer::Workspace<1 << 20> encode_ws;  // the training text, normalized
 static ct::token corpus[1 << 20];
 
-struct rng {  // xorshift64*
-    std::uint64_t s;
-    std::uint64_t next() {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return s * 0x2545F4914F6CDD1Dull;
-    }
-    double normal() {
-        const double u = (double(next() >> 11) + 0.5) * 0x1p-53, v = double(next() >> 11) * 0x1p-53;
-        return std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v);
-    }
-};
-
 int main(int argc, char** argv) {
-    double seconds = 30, max_loss = 0;
-    std::size_t max_steps = 1000000, n_new = 80;
-    std::string prompt = "The tokenizer";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--seconds") seconds = std::atof(v.c_str());
-        else if (k == "--steps") max_steps = std::strtoull(v.c_str(), nullptr, 10);
-        else if (k == "--max-loss") max_loss = std::atof(v.c_str());
-        else if (k == "--prompt") prompt = v;
-        else if (k == "--tokens") n_new = std::strtoull(v.c_str(), nullptr, 10);
-        else return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
-    }
-    static ct::mapped_file file;
-    static ct::safetensors::file<32> index;
-    ct::status st = file.open(CTFORMER_EXAMPLE_TOKENIZER);
-    if (st) st = index.parse(file.bytes());
-    if (st) st = ct::load_tokenizer(index, tok);
+    const tiny_text::options args{argc, argv, {"--seconds", "--steps", "--max-loss", "--prompt", "--tokens"}};
+    if (const char* k = args.unknown()) return std::fprintf(stderr, "unknown option %s\n", k), 2;
+    const double seconds = args.number("--seconds", 30), max_loss = args.number("--max-loss", 0);
+    const std::size_t max_steps = args.count("--steps", 1000000), n_new = args.count("--tokens", 80);
+    const std::string prompt = args.get("--prompt", "The tokenizer");
+    std::size_t tokenizer_bytes = 0;
+    ct::status st = tiny_text::open_tokenizer(CTFORMER_EXAMPLE_TOKENIZER, tok, &tokenizer_bytes);
     if (st) st = ct::check_tokenizer<Model>(tok);
     if (!st) return std::fprintf(stderr, "tokenizer: %s %s\n", ct::to_string(st.code), st.tensor_name().data()), 1;
 
     std::string text;  // the repository's README and docs
-    for (const char* name : {"README.md", "docs/design.md", "docs/api.md", "docs/models.md", "docs/training.md",
-                             "docs/threads.md", "docs/embedded.md", "docs/robustness.md", "docs/weights.md",
-                             "docs/quantization.md", "docs/masks.md", "docs/text.md"}) {
-        std::ifstream in(std::string(CTFORMER_EXAMPLE_TEXT) + "/" + name, std::ios::binary);
-        text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    if (!tiny_text::read_files(CTFORMER_EXAMPLE_TEXT, tiny_text::docs, text)) return 1;
     std::size_t n = 0;
     if (!(st = tok.encode(text, corpus, n, encode_ws))) return std::fprintf(stderr, "encode: %s\n", ct::to_string(st.code)), 1;
     const std::size_t split = n * 9 / 10;
@@ -91,19 +60,11 @@ int main(int argc, char** argv) {
                 "data: %zu bytes of README and docs -> %zu tokens (%.2f bytes/token); static memory: params %zu KB, "
                 "tokenizer tables read in place (%zu bytes of file)\n",
                 Model::layers, V, Ctx, ct::parameter_count<Model::Params>(), text.size(), n, double(text.size()) / double(n),
-                sizeof(params) >> 10, file.bytes().size());
+                sizeof(params) >> 10, tokenizer_bytes);
 
-    rng r{0x5eed58ull};
-    ct::for_each_tensor(params, [&](std::string_view name, auto& t) {
-        const bool norm = name.find("norm") != std::string_view::npos;
-        for (std::size_t i = 0; i < t.size; ++i) t.set(i, norm ? 1.0f : 0.02f * float(r.normal()));
-    });
-    auto batch = [&](std::size_t lo, std::size_t hi) {
-        for (std::size_t b = 0; b < B; ++b) {
-            const std::size_t o = lo + r.next() % (hi - lo - T - 1);
-            for (std::size_t t = 0; t < T; ++t) tokens(b, t) = corpus[o + t], targets(b, t) = corpus[o + t + 1];
-        }
-    };
+    tiny_text::rng r{0x5eed58ull};
+    tiny_text::init_normal(params, r);
+    auto batch = [&](std::size_t lo, std::size_t hi) { tiny_text::sample_batch(r, corpus, lo, hi, tokens, targets); };
     opt.options.weight_decay = 0.01;
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();

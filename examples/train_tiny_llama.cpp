@@ -8,17 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
-
-#include <ctformer/ctformer.hpp>
-#include <ctformer/io/file.hpp>
-#include <ctformer/text/load.hpp>
 
 #include "cortex_m/tiny_llama.hpp"
+#include "tiny_text.hpp"
 
 #ifndef CTFORMER_EXAMPLE_TOKENIZER
 #define CTFORMER_EXAMPLE_TOKENIZER "docs_sp512.safetensors"
@@ -42,62 +36,23 @@ static ct::tokenizer::Workspace<1 << 20> encode_ws;
 static ct::token corpus[1 << 20];
 static std::byte out_buf[sizeof(Model::Params) + (1 << 16)];
 
-struct rng {  // xorshift64*
-    std::uint64_t s;
-    std::uint64_t next() {
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return s * 0x2545F4914F6CDD1Dull;
-    }
-    double normal() {
-        const double u = (double(next() >> 11) + 0.5) * 0x1p-53, v = double(next() >> 11) * 0x1p-53;
-        return std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v);
-    }
-};
-
-// The mean loss of M's params over every whole window of T+1 tokens in [lo, hi), B windows a batch.
+// The held-out loss of M's params (fp32, or quantized at load) over corpus [lo, hi).
 template <class M> double held_out_loss(const typename M::Params& p, std::size_t lo, std::size_t hi) {
-    static typename M::template Workspace<B, T> ews;
-    static ct::Tensor<float, B, T, V> logits;
-    double sum = 0;
-    std::size_t batches = 0;
-    for (std::size_t o = lo; o + B * T + 1 <= hi; o += B * T, ++batches) {
-        for (std::size_t b = 0; b < B; ++b)
-            for (std::size_t t = 0; t < T; ++t) tokens(b, t) = corpus[o + b * T + t], targets(b, t) = corpus[o + b * T + t + 1];
-        float loss;
-        if (!M::evaluate(p, ews, tokens, targets, logits, loss)) return NAN;
-        sum += loss;
-    }
-    return sum / double(batches);
+    return tiny_text::held_out_loss<M, B, T>(p, corpus, lo, hi);
 }
 
 int main(int argc, char** argv) {
-    std::size_t steps = 600;
-    double max_loss = 0;
-    std::string out = "tiny_llama.safetensors", dir = CTFORMER_EXAMPLE_TEXT;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--steps") steps = std::strtoull(v.c_str(), nullptr, 10);
-        else if (k == "--out") out = v;
-        else if (k == "--max-loss") max_loss = std::atof(v.c_str());
-        else if (k == "--text") dir = v;
-        else return std::fprintf(stderr, "unknown option %s\n", k.c_str()), 2;
-    }
-    static ct::mapped_file file;
-    static ct::safetensors::file<32> index;
-    ct::status st = file.open(CTFORMER_EXAMPLE_TOKENIZER);
-    if (st) st = index.parse(file.bytes());
-    if (st) st = ct::load_tokenizer(index, tok);
+    const tiny_text::options args{argc, argv, {"--steps", "--out", "--max-loss", "--text"}};
+    if (const char* k = args.unknown()) return std::fprintf(stderr, "unknown option %s\n", k), 2;
+    const std::size_t steps = args.count("--steps", 600);
+    const double max_loss = args.number("--max-loss", 0);
+    const std::string out = args.get("--out", "tiny_llama.safetensors"), dir = args.get("--text", CTFORMER_EXAMPLE_TEXT);
+    ct::status st = tiny_text::open_tokenizer(CTFORMER_EXAMPLE_TOKENIZER, tok);
     if (st) st = ct::check_tokenizer<Model>(tok);
     if (!st) return std::fprintf(stderr, "tokenizer: %s %s\n", ct::to_string(st.code), st.tensor_name().data()), 1;
 
     std::string text;  // the repository's README and docs
-    for (const char* name : {"README.md", "docs/design.md", "docs/api.md", "docs/models.md", "docs/training.md",
-                             "docs/threads.md", "docs/embedded.md", "docs/robustness.md", "docs/weights.md",
-                             "docs/quantization.md", "docs/masks.md", "docs/text.md"}) {
-        std::ifstream in(dir + "/" + name, std::ios::binary);
-        if (!in) return std::fprintf(stderr, "cannot read %s/%s\n", dir.c_str(), name), 1;
-        text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    if (!tiny_text::read_files(dir, tiny_text::docs, text)) return 1;
     std::size_t n = 0;
     if (!(st = tok.encode(text, corpus, n, encode_ws))) return std::fprintf(stderr, "encode: %s\n", ct::to_string(st.code)), 1;
     const std::size_t split = n * 9 / 10;  // the last 10%: held out
@@ -106,19 +61,13 @@ int main(int argc, char** argv) {
                 Model::layers, V, T, ct::parameter_count<Model::Params>(), text.size(), n, double(text.size()) / double(n),
                 n - split);
 
-    rng r{0x71e7ull};
-    ct::for_each_tensor(params, [&](std::string_view name, auto& t) {
-        const bool norm = name.find("norm") != std::string_view::npos;
-        for (std::size_t i = 0; i < t.size; ++i) t.set(i, norm ? 1.0f : 0.02f * float(r.normal()));
-    });
+    tiny_text::rng r{0x71e7ull};
+    tiny_text::init_normal(params, r);
     opt.options.weight_decay = 0.1;
     const auto t0 = std::chrono::steady_clock::now();
     double smooth = 0;
     for (std::size_t step = 0; step < steps; ++step) {
-        for (std::size_t b = 0; b < B; ++b) {
-            const std::size_t o = r.next() % (split - T - 1);
-            for (std::size_t t = 0; t < T; ++t) tokens(b, t) = corpus[o + t], targets(b, t) = corpus[o + t + 1];
-        }
+        tiny_text::sample_batch(r, corpus, 0, split, tokens, targets);
         ct::zero_grad(grads);
         float loss;
         if (!(st = Model::forward_train(params, ws, acts, tokens, targets, loss))) break;

@@ -77,21 +77,31 @@ TEST_CASE_TEMPLATE("kernels: gemm_tn (a stored transposed, both read in place) v
 
 // A low-rank adapter's narrow products (kernels/lowrank.hpp): N a rank (1..9, past the 4-result
 // pass), K below, at and past the vector width and a panel (edge panels of the weight).
-TEST_CASE_TEMPLATE("kernels: gemm_nt_rows and gemm_nt_weight_rows (a rank's columns) vs scalar reference", T, float, double) {
+namespace {
+// gemm_nt_rows<N> and gemm_nt_weight_rows<N> against the scalar reference on M x K sizes past whole
+// vectors, panels and row groups; and rows give the same bits however they are grouped (each row
+// alone = all rows at once).
+template <class T, std::size_t N> void check_rank_products(unsigned seed) {
     constexpr std::size_t NR = ct::panels::gemm_tile<T>::NR;
-    const std::array<std::size_t, 3> sizes[] = {{1, 1, 1}, {3, 4, 7}, {5, 8, 64}, {2, 9, 2 * NR + 3}, {7, 5, 300}, {4, 3, 0}};
-    unsigned seed = 70;
+    const std::array<std::size_t, 2> sizes[] = {{1, 1}, {3, 7}, {5, 64}, {2, 2 * NR + 3}, {7, 300}, {4, 0}, {9, 33}};
     for (const auto& sz : sizes)
         for (bool accumulate : {false, true}) {
-            const std::size_t M = sz[0], N = sz[1], K = sz[2], lda = K + 3, ldb = K + 1, ldc = N + 2;
+            const std::size_t M = sz[0], K = sz[1], lda = K + 3, ldb = K + 1, ldc = N + 2;
             auto a = random_vec<T>(M * lda + 1, seed++), b = random_vec<T>(N * ldb + 1, seed++);
             std::vector<T> c = accumulate ? random_vec<T>(M * ldc, seed++) : std::vector<T>(M * ldc, T(-7)), want = c, cw = c;
+            std::vector<T> c1 = c, cw1 = c;
             // the weight (Out = K, In = N) in panel layout, element (o, n) = b[n][o]
             std::vector<T> w(ct::panels::panel_elems<T>(N, K ? K : 1), T(0));
             for (std::size_t o = 0; o < K; ++o)
                 for (std::size_t n = 0; n < N; ++n) w[ct::panels::panel_index<T>(N, n, o)] = b[n * ldb + o];
-            ct::kernels::gemm_nt_rows(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
-            ct::kernels::gemm_nt_weight_rows(M, N, K, a.data(), lda, w.data(), cw.data(), ldc, accumulate);
+            ct::kernels::gemm_nt_rows<N>(M, K, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate);
+            ct::kernels::gemm_nt_weight_rows<N>(M, K, a.data(), lda, w.data(), cw.data(), ldc, accumulate);
+            for (std::size_t i = 0; i < M; ++i) {
+                ct::kernels::gemm_nt_rows<N>(1, K, a.data() + i * lda, lda, b.data(), ldb, c1.data() + i * ldc, ldc, accumulate);
+                ct::kernels::gemm_nt_weight_rows<N>(1, K, a.data() + i * lda, lda, w.data(), cw1.data() + i * ldc, ldc, accumulate);
+            }
+            CHECK(std::memcmp(c.data(), c1.data(), c.size() * sizeof(T)) == 0);
+            CHECK(std::memcmp(cw.data(), cw1.data(), cw.size() * sizeof(T)) == 0);
             for (std::size_t i = 0; i < M; ++i)
                 for (std::size_t j = 0; j < N; ++j) {
                     double s = accumulate ? double(want[i * ldc + j]) : 0.0;
@@ -104,6 +114,20 @@ TEST_CASE_TEMPLATE("kernels: gemm_nt_rows and gemm_nt_weight_rows (a rank's colu
             CHECK_CLOSE("gemm_nt_weight_rows " << M << "x" << N << "x" << K << (accumulate ? " accumulate" : ""), cw.data(),
                         want.data(), cw.size(), tol);
         }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("kernels: gemm_nt_rows and gemm_nt_weight_rows (a rank's columns) vs scalar reference", T, float, double) {
+    // ranks that share a vector's width (1, 4, 8, 16, 32) and ranks that do not (3, 5, 9, 12)
+    check_rank_products<T, 1>(70);
+    check_rank_products<T, 3>(170);
+    check_rank_products<T, 4>(270);
+    check_rank_products<T, 5>(370);
+    check_rank_products<T, 8>(470);
+    check_rank_products<T, 9>(570);
+    check_rank_products<T, 12>(670);
+    check_rank_products<T, 16>(770);
+    check_rank_products<T, 32>(870);
 }
 
 TEST_CASE_TEMPLATE("kernels: gemm_panels (weights in panel layout) vs scalar reference", T, float, double) {
@@ -827,4 +851,55 @@ TEST_CASE_TEMPLATE("kernels: simd::vfma rounds once wherever simd::ieee_vectors 
     }
     MESSAGE(std::string(ct::simd::arch_name()), ": ", exact, " of ", lanes, " lanes with vdiv and vsqrt equal / and std::sqrt");
     if constexpr (ct::simd::ieee_vectors<T> && (W > 1)) CHECK(exact == lanes);
+}
+
+namespace {
+struct scalar_only_act {  // a user activation callable on scalars only (the kernels go lane by lane)
+    float operator()(float x) const { return x > 0 ? x * x : 0; }
+    double operator()(double x) const { return x > 0 ? x * x : 0; }
+    float derivative(float x) const { return x > 0 ? 2 * x : 0; }
+    double derivative(double x) const { return x > 0 ? 2 * x : 0; }
+};
+// gated/gated_grad against the separate passes they replace (map, mul, mul_derivative): the same
+// bits, vectors and the scalar tail alike, for SiLU (one exp for value and derivative), GELU and a
+// scalar-only functor; and SiLU's derivative against a central difference in double.
+template <class T, class A> void check_gated(const A& act) {
+    constexpr std::size_t n = 5 * ct::simd::width<T> + 3;
+    const auto gate = random_vec<T>(n, 31, -6, 6), up = random_vec<T>(n, 32), dh0 = random_vec<T>(n, 33);
+    std::vector<T> h(n), hr(n), dh = dh0, d_up(n), dgr = dh0, dur(n);
+    ct::kernels::gated(gate.data(), up.data(), h.data(), n, act);
+    ct::kernels::gated_grad(gate.data(), up.data(), dh.data(), d_up.data(), n, act);
+    for (std::size_t i = 0; i < n; ++i) {
+        hr[i] = static_cast<T>(act(gate[i])) * up[i];
+        dur[i] = static_cast<T>(act(gate[i])) * dh0[i];
+        dgr[i] = dh0[i] * up[i] * static_cast<T>(act.derivative(gate[i]));
+    }
+    std::vector<T> hv(n), dv = dh0, duv(n);  // the vector passes the fused kernels replaced
+    ct::kernels::map(gate.data(), hv.data(), n, act);
+    ct::kernels::mul_inplace(hv.data(), up.data(), n);
+    ct::kernels::map(gate.data(), duv.data(), n, act);
+    ct::kernels::mul_inplace(duv.data(), dh0.data(), n);
+    ct::kernels::mul_inplace(dv.data(), up.data(), n);
+    ct::kernels::mul_derivative(dv.data(), gate.data(), n, act);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n; ++i) differ += h[i] != hv[i] || d_up[i] != duv[i] || dh[i] != dv[i];
+    CHECK(differ == 0);
+    CHECK_CLOSE("h", h.data(), hr.data(), n, kernel_tol<T>);
+    CHECK_CLOSE("d_up", d_up.data(), dur.data(), n, kernel_tol<T>);
+    CHECK_CLOSE("d_gate", dh.data(), dgr.data(), n, kernel_tol<T>);
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("kernels: gated and gated_grad (a gated FFN's hidden and its backward in one pass) = the separate passes", T, float, double) {
+    check_gated<T>(ct::silu{});
+    check_gated<T>(ct::gelu{});
+    check_gated<T>(scalar_only_act{});
+    double worst = 0;
+    for (double x = -8; x <= 8; x += 0.37) {
+        const auto vd = ct::silu{}.value_and_derivative(x);
+        const double e = 1e-6, fd = (ct::silu{}(x + e) - ct::silu{}(x - e)) / (2 * e);
+        worst = std::max(worst, std::fabs(vd.derivative - fd) + std::fabs(vd.value - x / (1 + std::exp(-x))));
+    }
+    INFO("worst |silu' - central difference| + |silu - x·sigmoid(x)| = " << worst);
+    CHECK(worst < 1e-8);
 }

@@ -127,6 +127,17 @@ inline std::size_t threads() {
     }
 }
 
+// Rows from which a call on one thread runs its row stages in parts of local_rows rows, one after
+// another in the workspace's scratch: a part's activations then stay in the core's cache from a
+// stage's first product to its last, where a stage over all rows streams them through the
+// last-level cache once per product.
+inline constexpr std::size_t min_local_rows = split_everything ? 2 : 256;
+inline constexpr std::size_t local_rows = split_everything ? 1 : 32;
+inline bool in_local_parts(std::size_t M) {
+    if constexpr (!CTFORMER_THREADS) return false;  // (bare metal: code size first, and no cache levels to stay in)
+    else return M >= min_local_rows && threads() == 1;
+}
+
 // ---- Calls ----
 // A training call (forward_train, backward) over this many rows runs on the caller alone: its
 // weight gradients would not split, so its parts would only hand rows between the cores.

@@ -14,7 +14,7 @@ struct identity_op {
 };
 
 // Applies a functor to a vector; a user functor that only accepts scalars is applied lane by lane.
-template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
+template <class T, class F> [[gnu::always_inline]] inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
     if constexpr (std::is_invocable_r_v<simd::vec<T>, const F&, simd::vec<T>>) {
         return f(v);
     } else {
@@ -215,6 +215,51 @@ template <class T, class F> constexpr void mul_derivative(T* y, const T* x, std:
     for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W)
         simd::store(y + i, simd::load(y + i) * apply_vec<T>(d, simd::load(x + i)));
     for (; i < n; ++i) y[i] *= static_cast<T>(f.derivative(x[i]));
+}
+
+namespace detail {
+// f(x) and f'(x) of a vector or scalar: in one evaluation where f has value_and_derivative (SiLU:
+// one exp for both), else by its two members; a scalar-only functor lane by lane.
+template <class T, class F, class V> [[gnu::always_inline]] inline constexpr void value_and_derivative(const F& f, const V& x, V& v, V& d) {
+    if constexpr (requires { f.value_and_derivative(x); }) {
+        const auto r = f.value_and_derivative(x);
+        v = r.value, d = r.derivative;
+    } else if constexpr (std::is_arithmetic_v<V>) {
+        v = static_cast<T>(f(x)), d = static_cast<T>(f.derivative(x));
+    } else {
+        auto dv = [&f](const auto& u) -> decltype(f.derivative(u)) { return f.derivative(u); };
+        v = apply_vec<T>(f, x), d = apply_vec<T>(dv, x);
+    }
+}
+}  // namespace detail
+
+// h: (n) = f(gate: (n)) ∘ up: (n) — a gated feed-forward's hidden (h may be gate)
+template <class T, class F> constexpr void gated(const T* gate, const T* up, T* h, std::size_t n, const F& f) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W)
+        simd::store(h + i, apply_vec<T>(f, simd::load(gate + i)) * simd::load(up + i));
+    for (; i < n; ++i) h[i] = static_cast<T>(f(gate[i])) * up[i];
+}
+// The backward of h = f(gate) ∘ up in one pass: d_up: (n) = dh ∘ f(gate); dh: (n) becomes
+// d_gate = dh ∘ up ∘ f'(gate).
+template <class T, class F> constexpr void gated_grad(const T* gate, const T* up, T* dh, T* d_up, std::size_t n, const F& f) {
+    constexpr std::size_t W = simd::width<T>;
+    std::size_t i = 0;
+    for (const std::size_t nv = simd::vector_part<T>(n); i < nv; i += W) {
+        simd::vec<T> v, d;
+        detail::value_and_derivative<T>(f, simd::load(gate + i), v, d);
+        const simd::vec<T> g = simd::load(dh + i);
+        simd::store(d_up + i, g * v);
+        simd::store(dh + i, g * simd::load(up + i) * d);
+    }
+    for (; i < n; ++i) {
+        T v{}, d{};
+        detail::value_and_derivative<T>(f, gate[i], v, d);
+        const T g = dh[i];
+        d_up[i] = g * v;
+        dh[i] = g * up[i] * d;
+    }
 }
 
 }  // namespace ctformer::kernels

@@ -53,36 +53,99 @@ inline void panel_dots(std::size_t K, std::size_t N, const T* a, const T* w, std
     if (rest) d.add(rest, a, wp, NR);
     d.into(r);
 }
+
+// A vector's width of results a pass, for a rank N that shares it evenly: R = width/N rows × the
+// N results (N ≤ width), or one row × width of its N results; the width sums then come out of
+// one transposing reduction (simd::hsum_lanes) where one horizontal sum per result was most of
+// the work. Each result's sum is the same tree over its own lanes in any slot, so rows give the
+// same bits however they are grouped (a short last group repeats its last row).
+template <class T, std::size_t N> struct rank_block {
+    static constexpr std::size_t W = simd::width<T>;
+    static constexpr bool rows_in_pass = N <= W && W % N == 0;
+    static constexpr bool fits = rows_in_pass || N % W == 0;
+    static constexpr std::size_t R = rows_in_pass ? W / N : 1, J = rows_in_pass ? N : W;
+    using V = simd::vec<T>;
+    V s[W];
+    T t[W];
+    const T* rows[R];  // the group's rows of a
+    rank_block(const T* a, std::size_t lda, std::size_t m, std::size_t M) {
+        for (std::size_t i = 0; i < R; ++i) rows[i] = a + (m + i < M ? m + i : M - 1) * lda;
+        for (std::size_t i = 0; i < W; ++i) s[i] = simd::splat<T>(T(0)), t[i] = T(0);
+    }
+    // len values from offset k of each row against the J columns b + j·ldb
+    void add(std::size_t k, std::size_t len, const T* b, std::size_t ldb) {
+        const std::size_t vectors = len / W, tail = len % W;
+        for (std::size_t v = 0; v < vectors; ++v, k += W, b += W) {
+            V x[R];
+            for (std::size_t i = 0; i < R; ++i) x[i] = simd::load(rows[i] + k);
+            for (std::size_t j = 0; j < J; ++j) {
+                const V bj = simd::load(b + j * ldb);
+                for (std::size_t i = 0; i < R; ++i) s[i * J + j] = simd::vfma(x[i], bj, s[i * J + j]);
+            }
+        }
+        for (std::size_t q = 0; q < tail; ++q)
+            for (std::size_t i = 0; i < R; ++i)
+                for (std::size_t j = 0; j < J; ++j) t[i * J + j] = simd::sfma(rows[i][k + q], b[j * ldb + q], t[i * J + j]);
+    }
+    // c's rows m .. (below M) += the sums, columns j0 ..
+    void into(T* c, std::size_t ldc, std::size_t m, std::size_t M, std::size_t j0) {
+        alignas(64) T sums[W];
+        simd::store(sums, simd::hsum_lanes<T>(s));
+        for (std::size_t i = 0; i < R && m + i < M; ++i)
+            for (std::size_t j = 0; j < J; ++j) c[(m + i) * ldc + j0 + j] += sums[i * J + j] + t[i * J + j];
+    }
+};
 }  // namespace detail
 
 // c: (M, N) (+)= a: (M, K) · bᵀ, b: (N, K) row-major at ldb (N small: a rank).
 // (BLAS's parameters: each matrix a pointer and its leading dimension.)
-template <class T>
-inline void gemm_nt_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* b,
-                         std::size_t ldb, T* c, std::size_t ldc, bool accumulate) {
-    for (std::size_t m = 0; m < M; ++m) {
-        T* cm = c + m * ldc;
-        if (!accumulate)
-            for (std::size_t n = 0; n < N; ++n) cm[n] = T(0);
-        const std::size_t quads = N / 4;
-        for (std::size_t q = 0; q < quads; ++q) detail::dots<T, 4>(K, a + m * lda, b + 4 * q * ldb, ldb, cm + 4 * q);
-        for (std::size_t j = 4 * quads; j < N; ++j) detail::dots<T, 1>(K, a + m * lda, b + j * ldb, ldb, cm + j);
+template <std::size_t N, class T>
+inline void gemm_nt_rows(std::size_t M, std::size_t K, const T* a, std::size_t lda, const T* b, std::size_t ldb, T* c,
+                         std::size_t ldc, bool accumulate) {
+    if (!accumulate)
+        for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
+    using B = detail::rank_block<T, N>;
+    if constexpr (B::fits) {
+        for (std::size_t m = 0; m < M; m += B::R)
+            for (std::size_t j0 = 0; j0 < N; j0 += B::J) {
+                B d(a, lda, m, M);
+                d.add(0, K, b + j0 * ldb, ldb);
+                d.into(c, ldc, m, M, j0);
+            }
+    } else {
+        for (std::size_t m = 0; m < M; ++m) {
+            constexpr std::size_t quads = N / 4;
+            for (std::size_t q = 0; q < quads; ++q) detail::dots<T, 4>(K, a + m * lda, b + 4 * q * ldb, ldb, c + m * ldc + 4 * q);
+            for (std::size_t j = 4 * quads; j < N; ++j) detail::dots<T, 1>(K, a + m * lda, b + j * ldb, ldb, c + m * ldc + j);
+        }
     }
 }
 
 // c: (M, N) (+)= a: (M, K) · W, W: (K, N) a weight of K outputs and N inputs in panel layout
 // (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous): dX = dY · W
 // for a weight with few inputs (N small: a rank), a panel's NR outputs at a time.
-template <class T>
-inline void gemm_nt_weight_rows(std::size_t M, std::size_t N, std::size_t K, const T* a, std::size_t lda, const T* w,
-                                T* c, std::size_t ldc, bool accumulate) {
-    for (std::size_t m = 0; m < M; ++m) {
-        T* cm = c + m * ldc;
-        if (!accumulate)
-            for (std::size_t n = 0; n < N; ++n) cm[n] = T(0);
-        const std::size_t quads = N / 4;
-        for (std::size_t q = 0; q < quads; ++q) detail::panel_dots<T, 4>(K, N, a + m * lda, w, 4 * q, cm + 4 * q);
-        for (std::size_t j = 4 * quads; j < N; ++j) detail::panel_dots<T, 1>(K, N, a + m * lda, w, j, cm + j);
+template <std::size_t N, class T>
+inline void gemm_nt_weight_rows(std::size_t M, std::size_t K, const T* a, std::size_t lda, const T* w, T* c, std::size_t ldc,
+                                bool accumulate) {
+    if (!accumulate)
+        for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
+    using B = detail::rank_block<T, N>;
+    constexpr std::size_t NR = panels::gemm_tile<T>::NR;
+    if constexpr (B::fits) {
+        for (std::size_t m = 0; m < M; m += B::R)
+            for (std::size_t j0 = 0; j0 < N; j0 += B::J) {
+                B d(a, lda, m, M);
+                for (std::size_t k = 0; k < K; k += NR) d.add(k, K - k < NR ? K - k : NR, w + ((k / NR) * N + j0) * NR, NR);
+                d.into(c, ldc, m, M, j0);
+            }
+    } else {
+        for (std::size_t m = 0; m < M; ++m) {
+            constexpr std::size_t quads = N / 4;
+            for (std::size_t q = 0; q < quads; ++q) detail::panel_dots<T, 4>(K, N, a + m * lda, w, 4 * q, c + m * ldc + 4 * q);
+            for (std::size_t j = 4 * quads; j < N; ++j) detail::panel_dots<T, 1>(K, N, a + m * lda, w, j, c + m * ldc + j);
+        }
     }
 }
 

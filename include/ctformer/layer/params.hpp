@@ -62,5 +62,12 @@ template <class Cfg> struct LayerAdapters {
     using ffn_t = FeedForwardAdapters<Cfg>;
     BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (ffn_t, ffn));
 };
+// A stack's or model's adapters state the configuration of the adapters they hold.
+template <class Inner> struct adapter_config_of {
+    static constexpr std::size_t lora_rank = Inner::lora_rank;
+    static constexpr long long lora_alpha = Inner::lora_alpha;
+    static constexpr unsigned lora_targets = Inner::lora_targets;
+    static constexpr bool lora_gated = Inner::lora_gated;
+};
 
 }  // namespace ctformer

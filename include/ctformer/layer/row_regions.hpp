@@ -40,7 +40,10 @@ template <class Cfg> struct row_regions {
         if constexpr (!row_parts_fit) return false;
         else return !std::is_constant_evaluated() && schedule::in_row_regions(M);
     }
-    // stage(r0, r1, scratch) over rows [0, n): in row regions (core/schedule.hpp), or here at once.
+    // stage(r0, r1, scratch) over rows [0, n): in row regions (core/schedule.hpp), on one thread in
+    // parts of schedule::local_rows in the whole call's scratch, or here at once. (Only where rows
+    // give the same bits however grouped: float weights; a quantized product's kernel depends on
+    // its row count.)
     template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
         if constexpr (row_parts_fit) {
             constexpr std::size_t rb = schedule::row_part_block;
@@ -51,6 +54,11 @@ template <class Cfg> struct row_regions {
                         stage(r, end - r < part_rows ? end : r + part_rows, row_scratch{pack, hidden});
                 }))
                 return;
+            if (!std::is_constant_evaluated() && schedule::in_local_parts(n)) {  // (one thread: in parts, one after another)
+                constexpr std::size_t step = schedule::local_rows;
+                for (std::size_t r = 0; r < n; r += step) stage(r, n - r < step ? n : r + step, whole);
+                return;
+            }
         }
         stage(std::size_t(0), n, whole);
     }

@@ -81,13 +81,9 @@ struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
 
 // The model's adapters (ct::lora on its blocks): the stack's, under the model's names (Hugging
 // Face's: model.layers.{i}.self_attn.q_proj.lora_A.weight; PEFT's files prefix base_model.model.).
-template <class StackA, class Names> struct ModelAdapters {
+template <class StackA, class Names> struct ModelAdapters : adapter_config_of<StackA> {
     using role = role::model;
     using names = Names;
-    static constexpr std::size_t lora_rank = StackA::lora_rank;
-    static constexpr long long lora_alpha = StackA::lora_alpha;
-    static constexpr unsigned lora_targets = StackA::lora_targets;
-    static constexpr bool lora_gated = StackA::lora_gated;
     BOOST_HANA_DEFINE_STRUCT(ModelAdapters, (StackA, stack));
 };
 

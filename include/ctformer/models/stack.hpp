@@ -51,13 +51,9 @@ template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP,
 };
 
 // The layers' adapters (ct::lora): layers.{i}.<the layer's adapter names>.
-template <class LA, std::size_t N, class Names> struct StackAdapters {
+template <class LA, std::size_t N, class Names> struct StackAdapters : adapter_config_of<LA> {
     using role = role::stack;
     using names = Names;
-    static constexpr std::size_t lora_rank = LA::lora_rank;
-    static constexpr long long lora_alpha = LA::lora_alpha;
-    static constexpr unsigned lora_targets = LA::lora_targets;
-    static constexpr bool lora_gated = LA::lora_gated;
     using list_t = ModuleList<LA, N>;
     BOOST_HANA_DEFINE_STRUCT(StackAdapters, (list_t, layers));
 };

@@ -17,6 +17,11 @@ template <class T, class A> struct lane<xsimd::batch<T, A>> { using type = T; };
 template <class V> using lane_t = typename lane<V>::type;
 }  // namespace detail
 
+// An activation's value and derivative at one x, from an activation that computes both at once.
+template <class V> struct value_derivative {
+    V value, derivative;
+};
+
 // ---- Activations: callable on a scalar and on a simd::vec (a scalar-only user functor is applied
 // lane by lane by the kernels). Training also needs `derivative(x)`, the derivative at the
 // pre-activation x, callable the same way. A built-in has a name: the exporter writes it and
@@ -61,15 +66,19 @@ struct gelu_tanh {
 // SiLU / swish: x · sigmoid(x).
 struct silu {
     static constexpr const char* name = "silu";
-    template <class V> constexpr V operator()(const V& x) const {
+    // x · s, s = sigmoid(x) = 1 / (1 + exp(-x))
+    template <class V> [[gnu::always_inline]] constexpr V operator()(const V& x) const { return x * sigmoid(x); }
+    // s · (1 + x · (1 - s))
+    template <class V> [[gnu::always_inline]] constexpr V derivative(const V& x) const { return value_and_derivative(x).derivative; }
+    // Both from one exp and one division (a gated backward needs both): the two members' values.
+    template <class V> [[gnu::always_inline]] constexpr value_derivative<V> value_and_derivative(const V& x) const {
         using T = detail::lane_t<V>;
-        return x / (V(T(1)) + simd::vexp(-x));
+        const V s = sigmoid(x);
+        return {x * s, s * (V(T(1)) + x * (V(T(1)) - s))};
     }
-    // s · (1 + x · (1 - s)), s = sigmoid(x)
-    template <class V> constexpr V derivative(const V& x) const {
+    template <class V> [[gnu::always_inline]] static constexpr V sigmoid(const V& x) {
         using T = detail::lane_t<V>;
-        const V s = V(T(1)) / (V(T(1)) + simd::vexp(-x));
-        return s * (V(T(1)) + x * (V(T(1)) - s));
+        return V(T(1)) / (V(T(1)) + simd::vexp(-x));
     }
 };
 struct identity_activation {

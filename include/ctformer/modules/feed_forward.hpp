@@ -106,6 +106,15 @@ template <class Cfg> struct feed_forward {
         const Drop& drop;
         std::size_t Tq;
         T* pack;
+        // whether projection Bit has an adapter to train (its backward then reads its input)
+        template <unsigned Bit> bool trains() const {
+            if constexpr (passes_adapters<Lg>) {
+                using A = std::remove_cvref_t<decltype(*lg.ad)>;
+                return lg.ad && lora::adapter<decltype(A::template slot<Bit>(*lg.ad))>;
+            } else {
+                return false;
+            }
+        }
         // the adapter's gradients from its input x and its output's gradient dy
         template <unsigned Bit> void weights(const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy) const {
             if constexpr (passes_adapters<Lg>)
@@ -166,9 +175,12 @@ template <class Cfg> struct feed_forward {
     static void dense_backward(const Params& p, Params* g, const branch_grad<T>& bg, const T* u, T* hidden,
                                std::size_t rows, std::size_t Tq, const Drop& drop, T* pack, const Ag& ag) {
         const T *x = bg.x, *dy = bg.dy;
-        // h = dropout(act(u)) again, for linear2's (and its adapter's) weight gradient
-        activate_rows(u, hidden, rows);
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        // h = dropout(act(u)) again, for linear2's (and its adapter's) weight gradient (frozen
+        // without one: not needed)
+        if (g || ag.template trains<lora_down>()) {
+            activate_rows(u, hidden, rows);
+            drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        }
         linear::backward_of(p.linear2, g ? &g->linear2 : nullptr, hidden, rows, dy, D, static_cast<T*>(nullptr), false, pack, ldh);
         ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
         // dh: (rows, F) = dy · W2 (+ the adapter's), through the dropout and the activation: du = dh ∘ act'(u)
@@ -205,10 +217,7 @@ template <class Cfg> struct feed_forward {
     }
     // h: (rows, F) at ldh = act(u's gate) ∘ u's up (h may be u: each row's gate is read before it is written)
     static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
-        schedule::for_each_row(rows, F, [&](std::size_t r) {
-            kernels::map(u + r * ldh, h + r * ldh, F, Act{});
-            kernels::mul_inplace(h + r * ldh, u + r * ldh + F, F);
-        });
+        schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::gated(u + r * ldh, u + r * ldh + F, h + r * ldh, F, Act{}); });
     }
     // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
     // d_gate = dh ∘ up ∘ act'(gate); then the projections' (g null: frozen) and adapters' gradients.
@@ -216,8 +225,10 @@ template <class Cfg> struct feed_forward {
     static void gated_backward(const Params& p, Params* g, const branch_grad<T>& bg, const T* u, T* hidden,
                                std::size_t rows, std::size_t Tq, const Drop& drop, T* pack, const Ag& ag) {
         const T *x = bg.x, *dy = bg.dy;
-        gate_rows(u, hidden, rows);
-        drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        if (g || ag.template trains<lora_down>()) {  // h again, for down_proj's (or its adapter's) weight gradient
+            gate_rows(u, hidden, rows);
+            drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
+        }
         linear::backward_of(p.down_proj, g ? &g->down_proj : nullptr, hidden, rows, dy, D, static_cast<T*>(nullptr), false, pack,
                             ldh);
         ag.template weights<lora_down>(hidden, ldh, rows, dy, D);
@@ -226,12 +237,7 @@ template <class Cfg> struct feed_forward {
         drop_rows(drop, hidden, rows, F, ldh, Tq, dropout_site::ffn_activation);
         schedule::for_each_row(rows, F, [&](std::size_t r) {
             T* dh = hidden + r * ldh;  // -> d_gate
-            T* d_up = dh + F;
-            const T* gate = u + r * ldh;
-            kernels::map(gate, d_up, F, Act{});
-            kernels::mul_inplace(d_up, dh, F);
-            kernels::mul_inplace(dh, gate + F, F);
-            kernels::mul_derivative(dh, gate, F, Act{});
+            kernels::gated_grad(u + r * ldh, u + r * ldh + F, dh, dh + F, F, Act{});
         });
         linear::backward_of(p.gate_proj, g ? &g->gate_proj : nullptr, x, rows, hidden, ldh, bg.dx, bg.accumulate, pack);
         linear::backward_of(p.up_proj, g ? &g->up_proj : nullptr, x, rows, hidden + F, ldh, bg.dx, true, pack);

@@ -285,13 +285,13 @@ struct lora {
     };
     // xa: (n, R) = s · in · Aᵀ
     template <class LP, class T> static void down(const LP& a, rows_at<T> in, std::size_t n, T* xa) {
-        kernels::gemm_nt_rows(n, LP::rank, LP::in_features, in.x, in.ld, a.lora_A.weight.data(), LP::in_features, xa, LP::rank,
-                              false);
+        kernels::gemm_nt_rows<LP::rank>(n, LP::in_features, in.x, in.ld, a.lora_A.weight.data(), LP::in_features, xa, LP::rank,
+                                        false);
         for (std::size_t i = 0; i < n * LP::rank; ++i) xa[i] *= LP::scale;
     }
     // dxa: (n, R) = s · dy · B, dy: (n, Out) at ldy
     template <class LP, class T> static void up_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t n, T* dxa) {
-        kernels::gemm_nt_weight_rows(n, LP::rank, LP::out_features, dy, ldy, a.lora_B.weight.panels(), dxa, LP::rank, false);
+        kernels::gemm_nt_weight_rows<LP::rank>(n, LP::out_features, dy, ldy, a.lora_B.weight.panels(), dxa, LP::rank, false);
         for (std::size_t i = 0; i < n * LP::rank; ++i) dxa[i] *= LP::scale;
     }
     // dx's n rows += dxa · A
