@@ -215,8 +215,9 @@ template <class Cfg> struct feed_forward {
                         kernels::identity_op{}, accumulate, ldh);
         ad.template operator()<lora_down>(hidden, ldh, rows, out, D, pack);
     }
-    // h: (rows, F) at ldh = act(u's gate) ∘ u's up (h may be u: each row's gate is read before it is written)
-    static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
+    // h: (rows, F) at ldh = act(u's gate) ∘ u's up (h may be u: each row's gate is read before it is written).
+    // (Out of line: inlined, it grew the decoding step's frame on microcontrollers, which never run it.)
+    [[gnu::noinline]] static constexpr void gate_rows(const T* u, T* h, std::size_t rows) {
         schedule::for_each_row(rows, F, [&](std::size_t r) { kernels::gated(u + r * ldh, u + r * ldh + F, h + r * ldh, F, Act{}); });
     }
     // From u = gate | up (saved): dh = dropout'(dy · W_down); d_up = dh ∘ act(gate),
