@@ -1,7 +1,8 @@
 // ctformer/kernels/lowrank.hpp — the products of a low-rank adapter (modules/lora.hpp) whose result
 // has few columns, its rank: x·Aᵀ and dy·B. The GEMM's register tile computes its whole width (32
 // columns on AVX-512) for the rank's 8; here each result is a dot product along the long dimension,
-// vectors along it, four results a pass (the row of a read once for the four).
+// vectors along it, a vector's width of results a pass where the rank shares it (rank_block), else
+// four (the row of a read once for the four).
 #pragma once
 #include <cstddef>
 
