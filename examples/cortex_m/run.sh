@@ -64,7 +64,9 @@ for s in .weights .text .data .bss; do
 done
 f=$(section fp32 .text -Os); i=$(section int8 .text -Os)
 echo "   .text at -Os         $(printf '%9d %9d' "$f" "$i")"
-# (the target: this layer with forward, step and its loader within 40 KB of code)
+# (the target: this layer with forward, step and its loader within 40 KB of code, at -O2 and -Os)
+o2=$(section fp32 .text)
+if [ "$o2" -gt 40960 ]; then echo "the float layer firmware is $o2 bytes of code at -O2, above 40 KB"; exit 1; fi
 if [ "$f" -gt 40960 ]; then echo "the float layer firmware is $f bytes of code at -Os, above 40 KB"; exit 1; fi
 
 # The tokenizer's code (-Os, Cortex-M7): the tables' check, + encode, + the streaming decoder, each

@@ -82,7 +82,7 @@ template <class P, class Names> constexpr std::string_view member_name(std::stri
     else return member;
 }
 
-template <class Names, class P, class F> constexpr void visit(P& p, char* name, std::size_t len, F& f) {
+template <class Names, class P, class F> [[gnu::cold]] constexpr void visit(P& p, char* name, std::size_t len, F& f) {
     if constexpr (std::is_same_v<std::remove_const_t<P>, absent>) {
         (void)name, (void)len, (void)f;
     } else if constexpr (is_tensor_storage_v<P>) {
@@ -118,7 +118,7 @@ template <class Names, class P, class F> constexpr void visit(P& p, char* name, 
 
 // Calls f(std::string_view dotted_name, tensor&) for every tensor of p, in declaration order
 // (PyTorch's state_dict order). Works on const params too, and in constant expressions.
-template <class P, class F> constexpr void for_each_tensor(P& p, F&& f) {
+template <class P, class F> [[gnu::cold]] constexpr void for_each_tensor(P& p, F&& f) {
     char name[detail::max_name]{};
     detail::visit<canonical_names>(p, name, 0, f);
 }

@@ -38,7 +38,7 @@ struct text {
 };
 
 // A decimal number as written by Python's repr (digits, '.', exponent); false if it is not one.
-constexpr bool parse_number(std::string_view s, double& out) {
+[[gnu::cold]] constexpr bool parse_number(std::string_view s, double& out) {
     std::size_t i = 0;
     const bool neg = i < s.size() && s[i] == '-';
     if (neg) ++i;
@@ -82,7 +82,7 @@ struct field_check {
 inline void append_value(text& t, bool v) { t << (v ? "true" : "false"); }
 inline void append_value(text& t, const char* v) { t << v; }
 inline void append_value(text& t, std::size_t v) { t << v; }
-inline void append_value(text& t, double v) {  // positive (eps): three significant digits, d.dde-n
+[[gnu::cold]] inline void append_value(text& t, double v) {  // positive (eps): three significant digits, d.dde-n
     int e = 0;
     while (v > 0 && v < 1) v *= 10, --e;
     while (v >= 10) v /= 10, ++e;
@@ -91,8 +91,46 @@ inline void append_value(text& t, double v) {  // positive (eps): three signific
     t << m / 100 << "." << m / 10 % 10 << m % 10 << "e" << (e < 0 ? "-" : "") << static_cast<std::size_t>(e < 0 ? -e : e);
 }
 
+// A described value of any kind, so that one check (one copy of code) serves every field.
+struct field_value {
+    enum { boolean, string, count, real } kind;
+    bool b = false;
+    const char* s = nullptr;
+    std::size_t n = 0;
+    double d = 0;
+    field_value(bool v) : kind(boolean), b(v) {}
+    field_value(const char* v) : kind(string), s(v) {}
+    field_value(std::size_t v) : kind(count), n(v) {}
+    field_value(double v) : kind(real), d(v) {}
+    template <class F> decltype(auto) visit(F&& f) const {
+        switch (kind) {
+            case boolean: return f(b);
+            case string: return f(s);
+            case count: return f(n);
+            default: return f(d);
+        }
+    }
+};
+
+// One field the type describes against the file's metadata; st holds the first mismatch.
+template <std::size_t Cap>
+[[gnu::cold]] void check_field(const file<Cap>& f, status& st, std::string_view name, const field_value& value) {
+    char key[64] = "ctformer.";
+    std::size_t n = 9;
+    for (char c : name)
+        if (n + 1 < sizeof key) key[n++] = c;
+    const std::string_view in_file = f.metadata(std::string_view(key, n));
+    if (in_file.empty() || value.visit(field_check{in_file})) return;
+    if (name == "weight_format" && in_file == "dense") return;  // quantized at load
+    if (name == "weight_group" && f.metadata("ctformer.weight_format") == "dense") return;
+    text t;
+    t << name << ": file " << in_file << ", type ";
+    value.visit([&t](auto v) { append_value(t, v); });
+    st = status::error(errc::config_mismatch, t.view());
+}
+
 template <class P, std::size_t Cap>
-status check_config(const file<Cap>& f, std::string_view prefix, bool require) {
+[[gnu::cold]] status check_config(const file<Cap>& f, std::string_view prefix, bool require) {
     if constexpr (!requires { P::kind; }) {
         (void)f, (void)prefix, (void)require;
         return {};
@@ -104,19 +142,7 @@ status check_config(const file<Cap>& f, std::string_view prefix, bool require) {
         if (f.metadata("ctformer.prefix") != prefix) return {};  // the configuration describes another part
         status st;
         auto check = [&](std::string_view name, auto value) {
-            if (!st) return;
-            char key[64] = "ctformer.";
-            std::size_t n = 9;
-            for (char c : name)
-                if (n + 1 < sizeof key) key[n++] = c;
-            const std::string_view in_file = f.metadata(std::string_view(key, n));
-            if (in_file.empty() || field_check{in_file}(value)) return;
-            if (name == "weight_format" && in_file == "dense") return;  // quantized at load
-            if (name == "weight_group" && f.metadata("ctformer.weight_format") == "dense") return;
-            text t;
-            t << name << ": file " << in_file << ", type ";
-            append_value(t, value);
-            st = status::error(errc::config_mismatch, t.view());
+            if (st) check_field(f, st, name, field_value(value));
         };
         check("kind", P::kind);
         P::describe(check);

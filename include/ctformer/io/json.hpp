@@ -40,7 +40,7 @@ struct json {
         return false;
     }
     bool expect(char c) { return ok = ok && eat(c); }
-    std::string_view string() {
+    [[gnu::cold]] std::string_view string() {
         ws();
         if (!(p < end && *p == '"')) return ok = false, std::string_view{};
         const char* s = ++p;
@@ -88,7 +88,7 @@ struct unescaper {
     unsigned char buf[4] = {};
     int len = 0, pos = 0;
     long hex(std::size_t at) const { return hex4(s.data() + at, s.data() + s.size()); }
-    bool next(char& c) {
+    [[gnu::cold]] bool next(char& c) {
         if (pos < len) return c = static_cast<char>(buf[pos++]), true;
         if (i >= s.size()) return false;
         if (s[i] != '\\') return c = s[i++], true;
@@ -114,7 +114,7 @@ struct unescaper {
     }
 };
 // Whether the decoded name a (escaped: may hold escapes) starts with, or equals, plain + rest.
-inline bool decoded_match(std::string_view a, bool escaped, std::string_view plain, std::string_view rest, bool whole) {
+[[gnu::cold]] inline bool decoded_match(std::string_view a, bool escaped, std::string_view plain, std::string_view rest, bool whole) {
     if (!escaped) {
         if (!a.starts_with(plain)) return false;
         a.remove_prefix(plain.size());

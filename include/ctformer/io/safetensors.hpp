@@ -89,7 +89,7 @@ template <std::size_t Capacity = 128> class file {
     }
     const std::byte* data(const entry& e) const { return data_ + e.begin; }
     // A string value of __metadata__ (raw, escapes not decoded), or empty.
-    std::string_view metadata(std::string_view key) const {
+    [[gnu::cold]] std::string_view metadata(std::string_view key) const {
         detail::json js{metadata_.data(), metadata_.data() + metadata_.size()};
         if (metadata_.empty() || !js.eat('{') || js.eat('}')) return {};
         do {
@@ -103,26 +103,31 @@ template <std::size_t Capacity = 128> class file {
     }
 
     // Element i of e converted to T: F32/F64/F16/BF16 to float/double (F16 and BF16 widen exactly),
-    // I32/I64 to an integer type, BOOL to bool (the loader's check_shaped allows only these pairs).
+    // I32/I64 to an integer type, BOOL to bool (the loader's check_shaped allows only these pairs;
+    // no other is compiled: a 64-bit integer to float is a software routine on 32-bit cores).
     template <class T> T element(const entry& e, std::size_t i) const {
         const std::byte* src = data(e) + i * dtype_size(e.type);
         auto raw = [src](auto v) {
             std::memcpy(&v, src, sizeof v);
             return v;
         };
-        switch (e.type) {
-            case dtype::F32: return static_cast<T>(raw(float{}));
-            case dtype::F64: return static_cast<T>(raw(double{}));
-            case dtype::F16: return static_cast<T>(detail::half_to_float(raw(std::uint16_t{})));
-            case dtype::BF16: return static_cast<T>(std::bit_cast<float>(std::uint32_t{raw(std::uint16_t{})} << 16));
-            case dtype::I32: return static_cast<T>(raw(std::int32_t{}));
-            case dtype::I64: return static_cast<T>(raw(std::int64_t{}));
-            default: return static_cast<T>(std::to_integer<std::uint8_t>(*src) != 0);
+        if constexpr (std::is_floating_point_v<T>) {
+            switch (e.type) {
+                case dtype::F32: return static_cast<T>(raw(float{}));
+                case dtype::F64: return static_cast<T>(raw(double{}));
+                case dtype::F16: return static_cast<T>(detail::half_to_float(raw(std::uint16_t{})));
+                case dtype::BF16: return static_cast<T>(std::bit_cast<float>(std::uint32_t{raw(std::uint16_t{})} << 16));
+                default: return T{};
+            }
+        } else if constexpr (std::is_same_v<T, bool>) {
+            return std::to_integer<std::uint8_t>(*src) != 0;
+        } else {
+            return e.type == dtype::I32 ? static_cast<T>(raw(std::int32_t{})) : static_cast<T>(raw(std::int64_t{}));
         }
     }
 
   private:
-    status parse_into(std::span<const std::byte> bytes) {
+    [[gnu::cold]] status parse_into(std::span<const std::byte> bytes) {
         count_ = 0, data_ = nullptr, data_size_ = 0, metadata_ = {};
         if (bytes.size() < 8) return status::error(errc::truncated);
         std::uint64_t n = 0;
@@ -160,7 +165,7 @@ template <std::size_t Capacity = 128> class file {
         data_size_ = data_size;
         return {};
     }
-    status parse_header(detail::json& js, std::size_t& count) {
+    [[gnu::cold]] status parse_header(detail::json& js, std::size_t& count) {
         if (!js.expect('{')) return status::error(errc::malformed_header);
         if (js.eat('}')) return js.ws(), js.p == js.end ? status{} : status::error(errc::malformed_header);
         do {
@@ -195,7 +200,7 @@ template <std::size_t Capacity = 128> class file {
         return {};
     }
 
-    static status parse_entry(detail::json& js, entry& e) {
+    [[gnu::cold]] static status parse_entry(detail::json& js, entry& e) {
         bool has_dtype = false, has_shape = false, has_offsets = false;
         if (!js.expect('{')) return status::error(errc::malformed_header, e.name);
         do {

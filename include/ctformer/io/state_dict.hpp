@@ -64,7 +64,7 @@ template <class T> constexpr bool loads_into(dtype d) {
     else return d == dtype::F32 || d == dtype::F64 || d == dtype::F16 || d == dtype::BF16;
 }
 // e's shape against (rank, shape): errc::wrong_shape naming t's text, expected and found.
-inline status check_shape(text& t, const entry& e, std::size_t rank, const std::size_t* shape) {
+[[gnu::cold]] inline status check_shape(text& t, const entry& e, std::size_t rank, const std::size_t* shape) {
     bool same = e.rank == rank;
     for (std::size_t i = 0; same && i < rank; ++i) same = e.shape[i] == shape[i];
     if (same) return {};
@@ -77,7 +77,7 @@ inline status check_shape(text& t, const entry& e, std::size_t rank, const std::
 // Checks that entry e can fill a T tensor of that shape (convertible dtype, every value acceptable).
 // Errors name prefix + name, and say what was expected and found.
 template <class T, std::size_t Cap>
-status check_shaped(const file<Cap>& f, const entry* e, std::string_view prefix, std::string_view name,
+[[gnu::cold]] status check_shaped(const file<Cap>& f, const entry* e, std::string_view prefix, std::string_view name,
                     std::size_t rank, const std::size_t* shape, std::size_t size, const load_options& opt) {
     text t;
     t << prefix << name;
@@ -124,7 +124,7 @@ template <class T, std::size_t Cap>
     for (std::size_t i = 0; i < t.size; ++i) t.storage[t.index(i)] = f.template element<T>(e, i);
 }
 template <class T, std::size_t Cap>
-[[gnu::noinline]] status check_named(const file<Cap>& f, std::string_view prefix, std::string_view name,
+[[gnu::noinline, gnu::cold]] status check_named(const file<Cap>& f, std::string_view prefix, std::string_view name,
                                      const tensor_ref<const T>& t, const load_options& opt) {
     return check_shaped<T>(f, f.find(prefix, name), prefix, name, t.rank, t.shape, t.size, opt);
 }
@@ -147,7 +147,7 @@ template <class X> constexpr prequantized_layout prequantized_layout_of() {
             Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size};
 }
 template <std::size_t Cap>
-[[gnu::noinline]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
+[[gnu::noinline, gnu::cold]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
                                             const prequantized_layout& q, const load_options& opt) {
     auto fail = [&](errc code, std::string_view n) {
         text t;
@@ -220,7 +220,7 @@ namespace safetensors::detail {
 // Nothing under the prefix: the missing tensor's name, and the prefixes the file has (their first
 // dotted component) — the usual mistake is the prefix.
 template <class P, std::size_t Cap>
-status nothing_under(const P& params, const file<Cap>& f, std::string_view prefix) {
+[[gnu::cold]] status nothing_under(const P& params, const file<Cap>& f, std::string_view prefix) {
     text t;
     bool named = false;
     for_each_tensor(params, [&](std::string_view name, const auto&) {
@@ -237,21 +237,28 @@ status nothing_under(const P& params, const file<Cap>& f, std::string_view prefi
     return status::error(errc::missing_tensor, t.view());
 }
 template <class P, std::size_t Cap>
-status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
+[[gnu::cold]] status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
     if (!prefix.empty()) {
         bool any = false;
         for (std::size_t i = 0; i < f.size() && !any; ++i) any = f.under(f[i], prefix);
         if (!any && parameter_count<P>() > 0) return nothing_under(params, f, prefix);
     }
     status result;
-    std::size_t matched = 0;
+    std::uint32_t claimed[(Cap + 31) / 32] = {};  // the file's entries the params have taken
+    auto claim = [&](std::string_view name) {
+        if (const entry* e = f.find(prefix, name)) {
+            const auto i = static_cast<std::size_t>(e - &f[0]);
+            claimed[i / 32] |= std::uint32_t{1} << (i % 32);
+        }
+    };
     for_each_tensor(params, [&](std::string_view name, const auto& t) {
         if (!result) return;
         using X = std::remove_cvref_t<decltype(t)>;
         if constexpr (is_quantized_weight_v<X>) {
             if (prequantized<X>(f, prefix, name)) {  // read as stored (and its scales)
                 result = check_prequantized<X>(f, prefix, name, opt);
-                matched += quant_layout<X>::scaled + quant_layout<X>::with_min;
+                if (quant_layout<X>::scaled) claim(scale_name(name).view());
+                if (quant_layout<X>::with_min) claim(scale_name(name, "_min").view());
             } else {  // quantized at load: from finite values only
                 load_options strict = opt;
                 strict.reject_non_finite = true;
@@ -260,36 +267,18 @@ status check_state(const P& params, const file<Cap>& f, std::string_view prefix,
         } else {
             result = check_named(f, prefix, name, ref_of(t), opt);
         }
-        ++matched;
+        claim(name);
     });
     if (!result) return result;
-    // (a model's file may carry its tokenizer, text/load.hpp: "tokenizer.*" is not the params')
-    auto ours = [&](const entry& e) { return f.under(e, prefix) && !(prefix.empty() && f.under(e, "tokenizer.")); };
-    std::size_t under_prefix = 0;
+    // Every entry under the prefix must be taken (a model's file may carry its tokenizer,
+    // text/load.hpp: "tokenizer.*" is not the params').
     for (std::size_t i = 0; i < f.size(); ++i)
-        if (ours(f[i])) ++under_prefix;
-    if (under_prefix != matched) {  // some name under the prefix is not a parameter: find it
-        for (std::size_t i = 0; i < f.size(); ++i) {
-            if (!ours(f[i])) continue;
-            bool known = false;
-            for_each_tensor(params, [&](std::string_view name, const auto& t) {
-                known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, name, true);
-                using X = std::remove_cvref_t<decltype(t)>;
-                if constexpr (is_quantized_weight_v<X>)  // its scales (and minimums), when it is stored quantized and has them
-                    if (quant_layout<X>::scaled && prequantized<X>(f, prefix, name)) {
-                        known = known || safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name).view(), true);
-                        if (quant_layout<X>::with_min)
-                            known = known ||
-                                    safetensors::detail::decoded_match(f[i].name, f[i].escaped, prefix, scale_name(name, "_min").view(), true);
-                    }
-            });
-            if (!known) return status::error(errc::unexpected_tensor, f[i].name);
-        }
-    }
+        if (f.under(f[i], prefix) && !(prefix.empty() && f.under(f[i], "tokenizer.")) && !(claimed[i / 32] >> (i % 32) & 1))
+            return status::error(errc::unexpected_tensor, f[i].name);
     return {};
 }
 // After check_state accepted every tensor.
-template <class P, std::size_t Cap> void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
+template <class P, std::size_t Cap> [[gnu::cold]] void write_state(P& params, const file<Cap>& f, std::string_view prefix) {
     for_each_tensor(params, [&](std::string_view name, auto& t) {
         using X = std::remove_cvref_t<decltype(t)>;
         if constexpr (is_quantized_weight_v<X>) {
@@ -347,7 +336,7 @@ status load_state_dict(P& params, std::span<const std::byte> bytes, std::string_
 // Reads one tensor (an input, a mask) by full name into a statically shaped tensor; checked like
 // a parameter (out holds its old values after an error).
 template <class X, std::size_t Cap>
-status read_tensor(const safetensors::file<Cap>& f, std::string_view name, X& out,
+[[gnu::cold]] status read_tensor(const safetensors::file<Cap>& f, std::string_view name, X& out,
                    const safetensors::load_options& opt = {}) {
     const safetensors::entry* e = f.find(name);
     if (status st = safetensors::check_entry<X>(f, e, name, opt); !st) return st;

@@ -5,6 +5,7 @@
 // four (the row of a read once for the four).
 #pragma once
 #include <cstddef>
+#include <type_traits>
 
 #include "../core/panels.hpp"
 #include "../simd/simd.hpp"
@@ -37,24 +38,6 @@ template <class T, std::size_t J> struct dot_sums {
         for (std::size_t j = 0; j < J; ++j) r[j] += simd::hsum<T>(s[j]) + t[j];
     }
 };
-template <class T, std::size_t J> inline void dots(std::size_t K, const T* a, const T* b, std::size_t ldb, T* r) {
-    dot_sums<T, J> d;
-    d.add(K, a, b, ldb);
-    d.into(r);
-}
-// The same with b_j a weight's input row n0 + j across its panels (W: (K, N) in panel layout:
-// panel p's NR values of input n at w + (p·N + n)·NR): one sum per result, across the panels.
-template <class T, std::size_t J>
-inline void panel_dots(std::size_t K, std::size_t N, const T* a, const T* w, std::size_t n0, T* r) {
-    constexpr std::size_t NR = panels::gemm_tile<T>::NR;
-    dot_sums<T, J> d;
-    const std::size_t whole = K / NR, rest = K % NR;
-    const T* wp = w + n0 * NR;
-    for (std::size_t p = 0; p < whole; ++p, a += NR, wp += N * NR) d.add(NR, a, wp, NR);
-    if (rest) d.add(rest, a, wp, NR);
-    d.into(r);
-}
-
 // A vector's width of results a pass, for a rank N that shares it evenly: R = width/N rows × the
 // N results (N ≤ width), or one row × width of its N results; the width sums then come out of
 // one transposing reduction (simd::hsum_lanes) where one horizontal sum per result was most of
@@ -96,6 +79,53 @@ template <class T, std::size_t N> struct rank_block {
             for (std::size_t j = 0; j < J; ++j) c[(m + i) * ldc + j0 + j] += sums[i * J + j] + t[i * J + j];
     }
 };
+
+// Where the K values of result column j lie: one row of b at ldb, or — a weight in panel layout
+// (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous) — NR values
+// in each panel. segments(K, j0, f) calls f(k, len, b_j0 at k, distance between columns).
+template <class T> struct row_columns {
+    const T* b;
+    std::size_t ldb;
+    template <class F> void segments(std::size_t K, std::size_t j0, F&& f) const { f(std::size_t(0), K, b + j0 * ldb, ldb); }
+};
+template <class T> struct panel_columns {
+    const T* w;
+    std::size_t N;
+    template <class F> void segments(std::size_t K, std::size_t j0, F&& f) const {
+        constexpr std::size_t NR = panels::gemm_tile<T>::NR;
+        for (std::size_t k = 0; k < K; k += NR) f(k, K - k < NR ? K - k : NR, w + ((k / NR) * N + j0) * NR, NR);
+    }
+};
+
+// c: (M, N) (+)= a: (M, K) · (the N columns of cols): rank blocks where the rank shares a vector's
+// width, else four results (then one) a row.
+template <std::size_t N, class T, class Cols>
+inline void rank_products(std::size_t M, std::size_t K, const T* a, std::size_t lda, const Cols& cols, T* c, std::size_t ldc,
+                          bool accumulate) {
+    if (!accumulate)
+        for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
+    using B = rank_block<T, N>;
+    if constexpr (B::fits) {
+        for (std::size_t m = 0; m < M; m += B::R)
+            for (std::size_t j0 = 0; j0 < N; j0 += B::J) {
+                B d(a, lda, m, M);
+                cols.segments(K, j0, [&](std::size_t k, std::size_t len, const T* b, std::size_t ldb) { d.add(k, len, b, ldb); });
+                d.into(c, ldc, m, M, j0);
+            }
+    } else {
+        const auto results = [&](auto J, std::size_t m, std::size_t j0) {
+            dot_sums<T, decltype(J)::value> d;
+            cols.segments(K, j0, [&](std::size_t k, std::size_t len, const T* b, std::size_t ldb) { d.add(len, a + m * lda + k, b, ldb); });
+            d.into(c + m * ldc + j0);
+        };
+        for (std::size_t m = 0; m < M; ++m) {
+            constexpr std::size_t quads = N / 4;
+            for (std::size_t q = 0; q < quads; ++q) results(std::integral_constant<std::size_t, 4>{}, m, 4 * q);
+            for (std::size_t j = 4 * quads; j < N; ++j) results(std::integral_constant<std::size_t, 1>{}, m, j);
+        }
+    }
+}
 }  // namespace detail
 
 // c: (M, N) (+)= a: (M, K) · bᵀ, b: (N, K) row-major at ldb (N small: a rank).
@@ -103,51 +133,15 @@ template <class T, std::size_t N> struct rank_block {
 template <std::size_t N, class T>
 inline void gemm_nt_rows(std::size_t M, std::size_t K, const T* a, std::size_t lda, const T* b, std::size_t ldb, T* c,
                          std::size_t ldc, bool accumulate) {
-    if (!accumulate)
-        for (std::size_t m = 0; m < M; ++m)
-            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
-    using B = detail::rank_block<T, N>;
-    if constexpr (B::fits) {
-        for (std::size_t m = 0; m < M; m += B::R)
-            for (std::size_t j0 = 0; j0 < N; j0 += B::J) {
-                B d(a, lda, m, M);
-                d.add(0, K, b + j0 * ldb, ldb);
-                d.into(c, ldc, m, M, j0);
-            }
-    } else {
-        for (std::size_t m = 0; m < M; ++m) {
-            constexpr std::size_t quads = N / 4;
-            for (std::size_t q = 0; q < quads; ++q) detail::dots<T, 4>(K, a + m * lda, b + 4 * q * ldb, ldb, c + m * ldc + 4 * q);
-            for (std::size_t j = 4 * quads; j < N; ++j) detail::dots<T, 1>(K, a + m * lda, b + j * ldb, ldb, c + m * ldc + j);
-        }
-    }
+    detail::rank_products<N>(M, K, a, lda, detail::row_columns<T>{b, ldb}, c, ldc, accumulate);
 }
 
-// c: (M, N) (+)= a: (M, K) · W, W: (K, N) a weight of K outputs and N inputs in panel layout
-// (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous): dX = dY · W
-// for a weight with few inputs (N small: a rank), a panel's NR outputs at a time.
+// c: (M, N) (+)= a: (M, K) · W, W: (K, N) a weight of K outputs and N inputs in panel layout:
+// dX = dY · W for a weight with few inputs (N small: a rank).
 template <std::size_t N, class T>
 inline void gemm_nt_weight_rows(std::size_t M, std::size_t K, const T* a, std::size_t lda, const T* w, T* c, std::size_t ldc,
                                 bool accumulate) {
-    if (!accumulate)
-        for (std::size_t m = 0; m < M; ++m)
-            for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
-    using B = detail::rank_block<T, N>;
-    constexpr std::size_t NR = panels::gemm_tile<T>::NR;
-    if constexpr (B::fits) {
-        for (std::size_t m = 0; m < M; m += B::R)
-            for (std::size_t j0 = 0; j0 < N; j0 += B::J) {
-                B d(a, lda, m, M);
-                for (std::size_t k = 0; k < K; k += NR) d.add(k, K - k < NR ? K - k : NR, w + ((k / NR) * N + j0) * NR, NR);
-                d.into(c, ldc, m, M, j0);
-            }
-    } else {
-        for (std::size_t m = 0; m < M; ++m) {
-            constexpr std::size_t quads = N / 4;
-            for (std::size_t q = 0; q < quads; ++q) detail::panel_dots<T, 4>(K, N, a + m * lda, w, 4 * q, c + m * ldc + 4 * q);
-            for (std::size_t j = 4 * quads; j < N; ++j) detail::panel_dots<T, 1>(K, N, a + m * lda, w, j, c + m * ldc + j);
-        }
-    }
+    detail::rank_products<N>(M, K, a, lda, detail::panel_columns<T>{w, N}, c, ldc, accumulate);
 }
 
 }  // namespace ctformer::kernels

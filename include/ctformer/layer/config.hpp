@@ -241,7 +241,7 @@ template <class... Opts> struct config {
     // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
     // or const char*: what the exporter writes into a file's metadata and load_state_dict checks
     // (io/config.hpp). A user activation or norm without a name is not described (not checked).
-    template <class F> static constexpr void describe(F&& field) {
+    template <class F> [[gnu::cold]] static constexpr void describe(F&& field) {
         field("d_model", d_model);
         field("heads", heads);
         field("kv_heads", kv_heads);
