@@ -59,30 +59,6 @@ inline void scale_min_k4(std::size_t j, const std::byte* q, std::uint32_t& sc, s
         m = (byte_at(q, j + 4) >> 4) | ((byte_at(q, j) >> 6) << 4);
     }
 }
-// Element j (< 256) of a Q4_K (Bits 4) or Q5_K (Bits 5) block b.
-template <int Bits> float k_quant(const std::byte* b, std::size_t j) {
-    const float d = half_at(b), dmin = half_at(b + 2);
-    const std::byte* scales = b + 4;
-    const std::byte* qs = b + (Bits == 5 ? 48 : 16);
-    const std::size_t chunk = j / 64, r = j % 64, l = r % 32, sub = 2 * chunk + r / 32;
-    std::uint32_t sc, m;
-    scale_min_k4(sub, scales, sc, m);
-    const std::uint32_t byte = byte_at(qs, 32 * chunk + l);
-    std::uint32_t n = r < 32 ? byte & 0xF : byte >> 4;
-    if constexpr (Bits == 5) n += (byte_at(b + 16, l) >> sub & 1) ? 16 : 0;
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    return d1 * static_cast<float>(n) - m1;
-}
-// Element j (< 256) of a Q6_K block b.
-inline float q6_k(const std::byte* b, std::size_t j) {
-    const std::size_t half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
-    const std::byte* ql = b + 64 * half;
-    const std::uint32_t lo = quarter % 2 ? byte_at(ql, l + 32) : byte_at(ql, l);
-    const std::uint32_t hi = byte_at(b + 128 + 32 * half, l) >> (2 * quarter) & 3;
-    const int q = static_cast<int>(((quarter < 2 ? lo & 0xF : lo >> 4) | hi << 4)) - 32;
-    const auto sc = static_cast<std::int8_t>(byte_at(b + 192, 8 * half + l / 16 + 2 * quarter));
-    return half_at(b + 208) * static_cast<float>(sc) * static_cast<float>(q);
-}
 // Element j (< 32) of a Q4_0/Q4_1/Q5_0/Q5_1 block b: its integer n (the nibble, and the fifth bit).
 inline std::uint32_t small_block_n(const std::byte* qs, std::size_t j) {
     return j < 16 ? byte_at(qs, j) & 0xF : byte_at(qs, j - 16) >> 4;
@@ -99,7 +75,7 @@ inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, flo
     const std::size_t j = static_cast<std::size_t>(i % L.elems);
     if (t == ggml_type::q4_0) return scale = detail::half_at(b), static_cast<int>(detail::small_block_n(b + 2, j)) - 8;
     if (t == ggml_type::q8_0) return scale = detail::half_at(b), static_cast<std::int8_t>(detail::byte_at(b, 2 + j));
-    // Q6_K: as detail::q6_k, the scale d·sc rounded once (ggml's d * sc[is] * q evaluates (d·sc)·q)
+    // Q6_K: the scale d·sc rounded once (ggml's d * sc[is] * q evaluates (d·sc)·q)
     const std::size_t half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
     const std::uint32_t lo = quarter % 2 ? detail::byte_at(b + 64 * half, l + 32) : detail::byte_at(b + 64 * half, l);
     const std::uint32_t hi = detail::byte_at(b + 128 + 32 * half, l) >> (2 * quarter) & 3;
@@ -140,30 +116,20 @@ inline int affine_element(ggml_type t, const std::byte* p, std::uint64_t i, floa
     }
 }
 
-// Element i (in the tensor's row-major order) of tensor data p in format t; supported(t).
+// Element i (in the tensor's row-major order) of tensor data p in format t; supported(t). A block
+// format's value is scale · integer − minimum from affine_element: the operations ggml's
+// dequantize_row_* does, in its order (Q4_1/Q5_1's + m is − (−m), the same float).
 inline float element(ggml_type t, const std::byte* p, std::uint64_t i) {
-    const block_layout L = layout_of(t);
-    const std::byte* b = p + i / L.elems * L.bytes;
-    const std::size_t j = static_cast<std::size_t>(i % L.elems);
     switch (t) {
-        case ggml_type::f32: return detail::load<float>(b);
-        case ggml_type::f16: return detail::half_at(b);
-        case ggml_type::bf16: return std::bit_cast<float>(std::uint32_t{detail::load<std::uint16_t>(b)} << 16);
-        case ggml_type::q8_0: return detail::half_at(b) * static_cast<float>(static_cast<std::int8_t>(detail::byte_at(b, 2 + j)));
-        case ggml_type::q4_0: return (static_cast<float>(detail::small_block_n(b + 2, j)) - 8.0f) * detail::half_at(b);
-        case ggml_type::q4_1: return static_cast<float>(detail::small_block_n(b + 4, j)) * detail::half_at(b) + detail::half_at(b + 2);
-        case ggml_type::q5_0: {
-            const std::uint32_t h = detail::load<std::uint32_t>(b + 2) >> j & 1;
-            return static_cast<float>(static_cast<int>(detail::small_block_n(b + 6, j) | h << 4) - 16) * detail::half_at(b);
+        case ggml_type::f32: return detail::load<float>(p + i * 4);
+        case ggml_type::f16: return detail::half_at(p + i * 2);
+        case ggml_type::bf16: return std::bit_cast<float>(std::uint32_t{detail::load<std::uint16_t>(p + i * 2)} << 16);
+        default: {
+            if (!supported(t)) return 0;
+            float scale, min;
+            const int n = affine_element(t, p, i, scale, min);
+            return scale * static_cast<float>(n) - min;
         }
-        case ggml_type::q5_1: {
-            const std::uint32_t h = detail::load<std::uint32_t>(b + 4) >> j & 1;
-            return static_cast<float>(detail::small_block_n(b + 8, j) | h << 4) * detail::half_at(b) + detail::half_at(b + 2);
-        }
-        case ggml_type::q4_k: return detail::k_quant<4>(b, j);
-        case ggml_type::q5_k: return detail::k_quant<5>(b, j);
-        case ggml_type::q6_k: return detail::q6_k(b, j);
-        default: return 0;
     }
 }
 

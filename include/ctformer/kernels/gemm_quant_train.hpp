@@ -1,7 +1,8 @@
 // ctformer/kernels/gemm_quant_train.hpp — the input gradient through a frozen quantized weight
 // (adapters train over quantized bases: modules/lora.hpp): dX (+)= dY · W with W in its quantized
-// panels (core/quant.hpp), read as the forward reads them. Each (KC x NR) block of a panel is
-// dequantized once (the values get() returns) and multiplied by the dense input-gradient GEMM.
+// panels (core/quant.hpp), read as the forward reads them. Blocks of several panels' outputs × some
+// inputs are dequantized once each (the values get() returns) and multiplied by the dense
+// input-gradient GEMM: as many outputs a block as fit, so that the GEMM sums long runs of them.
 #pragma once
 #include <cstddef>
 
@@ -36,12 +37,18 @@ inline void gemm_nt_quant(std::size_t M, std::size_t N, std::size_t K, const flo
             return;
         }
         using src = detail::panel_source<quant_panels<Fmt>>;
-        for (std::size_t p0 = 0; p0 < K; p0 += NR) {  // the outputs of one panel: a's columns p0 ..
-            const quant_panels<Fmt> panel = src::at(w, p0 / NR, N);
-            const std::size_t outs = K - p0 < NR ? K - p0 : NR;
-            for (std::size_t n0 = 0; n0 < N; n0 += KC) {  // inputs n0 .. n0 + nc: one dequantized block
-                const std::size_t nc = N - n0 < KC ? N - n0 : KC;
-                detail::dequantize_block(panel, N, n0, nc, block);
+        // a block: P panels (P·NR outputs, a's columns) × nc inputs, in the panel layout of that
+        // (P·NR, nc) weight; all of K's panels where nc can be whole tiles of the GEMM's columns
+        // (whole words), else — and with compact kernels, which have no tiles to fill — one panel × KC inputs
+        constexpr std::size_t unit = NR % Fmt::per_word == 0 ? NR : Fmt::per_word;
+        const std::size_t all = (K + NR - 1) / NR;
+        std::size_t nc_max = tile::compact ? 0 : nt_quant_block_elems / (all * NR) / unit * unit, P = all;
+        if (nc_max == 0) nc_max = KC, P = 1;
+        for (std::size_t n0 = 0; n0 < N; n0 += nc_max) {  // inputs n0 .. n0 + nc
+            const std::size_t nc = N - n0 < nc_max ? N - n0 : nc_max;
+            for (std::size_t p0 = 0; p0 < K; p0 += P * NR) {  // outputs p0 .. p0 + outs
+                const std::size_t outs = K - p0 < P * NR ? K - p0 : P * NR;
+                for (std::size_t q = 0; q * NR < outs; ++q) detail::dequantize_block(src::at(w, p0 / NR + q, N), N, n0, nc, block + q * nc * NR);
                 gemm_nt_panels(M, nc, outs, a + p0, lda, block, c + n0, ldc, pack, accumulate || p0 > 0);
             }
         }

@@ -36,20 +36,14 @@ template <class Cfg> struct row_regions {
     static constexpr std::size_t part_pack_elems = kernels::gemm_pack_elems<T>(part_rows, D > F ? D : F);
     static constexpr bool row_parts_fit =
         !Cfg::quantized && schedule::row_regions_fit(sizeof(LayerParams<Cfg>), (part_pack_elems + part_rows * FFN::ldh) * sizeof(T));
-    // One thread's parts need no scratch of their own, only rows that give the same bits in any
-    // part: float weights, or a weight-only quantized format (its GEMM dequantizes blocks for the
-    // dense one) in parts of more than the GEMV's rows (kernels::small_m_rows) — not int8 activations.
-    static constexpr bool local_parts_fit =
-        !Cfg::weight_format::integer_dot && schedule::row_regions_fit(sizeof(LayerParams<Cfg>), 0);
-    static constexpr std::size_t local_step =
-        Cfg::quantized && schedule::local_rows <= kernels::small_m_rows ? kernels::small_m_rows + 1 : schedule::local_rows;
     static constexpr bool in_row_parts(std::size_t M) {
         if constexpr (!row_parts_fit) return false;
         else return !std::is_constant_evaluated() && schedule::in_row_regions(M);
     }
     // stage(r0, r1, scratch) over rows [0, n): in row regions (core/schedule.hpp), on one thread in
-    // parts of schedule::local_rows (the last one taking what would leave a part of the GEMV's rows)
-    // in the whole call's scratch, or here at once.
+    // parts of schedule::local_rows in the whole call's scratch, or here at once. (Only where rows
+    // give the same bits however grouped: float weights; a quantized product's kernel depends on
+    // its row count.)
     template <class Stage> static constexpr void over_rows(bool parts, std::size_t n, const row_scratch& whole, Stage&& stage) {
         if constexpr (row_parts_fit) {
             constexpr std::size_t rb = schedule::row_part_block;
@@ -60,13 +54,9 @@ template <class Cfg> struct row_regions {
                         stage(r, end - r < part_rows ? end : r + part_rows, row_scratch{pack, hidden});
                 }))
                 return;
-        }
-        if constexpr (local_parts_fit) {
             if (!std::is_constant_evaluated() && schedule::in_local_parts(n)) {  // (one thread: in parts, one after another)
-                for (std::size_t r = 0, e; r < n; r = e) {
-                    e = n - r <= local_step + kernels::small_m_rows ? n : r + local_step;
-                    stage(r, e, whole);
-                }
+                constexpr std::size_t step = schedule::local_rows;
+                for (std::size_t r = 0; r < n; r += step) stage(r, n - r < step ? n : r + step, whole);
                 return;
             }
         }
