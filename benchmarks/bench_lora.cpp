@@ -6,7 +6,8 @@
 //                  (PEFT's formulas over frozen nn weights, OpenBLAS) over fp32
 //   lora/decode/*  64 tokens after a 1-token prompt, greedy, through the KV cache: the base alone
 //                  and with the adapters (the adapters' cost per decoding step); also at
-//                  stories15M's shape with adapters on q and v (PEFT's default targets)
+//                  stories15M's shape with adapters on q and v (PEFT's default targets) and on
+//                  all seven projections
 // Counter tokens/s. The libtorch peer is compiled in with CTFORMER_BENCH_PEERS.
 #include <benchmark/benchmark.h>
 
@@ -105,15 +106,17 @@ template <class M, bool Adapters> void BM_ctformer_decode(benchmark::State& st) 
     tokens_counter(st, Gen);
 }
 
-// stories15M's shape (d_model 288, 6 layers, 6 heads, ffn 768, vocab 32000) with PEFT's default
-// targets (q, v) at r 8: the adapters' share of a decoding step where the projections dominate.
-using Stories = ct::Llama<32000, 256, 6, ct::d_model<288>, ct::heads<6>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
-                          ct::lora<8, 16, ct::lora_q | ct::lora_v>>;
-template <bool Adapters> void BM_stories_decode(benchmark::State& st) {
-    static Stories::Params p;
-    static Stories::Adapters ad;
-    static Stories::GenerateWorkspace<1> gws;
-    static Stories::KVCache<1, 256> cache;
+// stories15M's shape (d_model 288, 6 layers, 6 heads, ffn 768, vocab 32000) with adapters at r 8
+// on Targets (PEFT's default: q, v): the adapters' share of a decoding step at a real model's shape.
+template <auto Targets>
+using StoriesOf = ct::Llama<32000, 256, 6, ct::d_model<288>, ct::heads<6>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
+                            ct::lora<8, 16, Targets>>;
+template <auto Targets, bool Adapters> void BM_stories_decode(benchmark::State& st) {
+    using Stories = StoriesOf<Targets>;
+    static typename Stories::Params p;
+    static typename Stories::Adapters ad;
+    static typename Stories::template GenerateWorkspace<1> gws;
+    static typename Stories::template KVCache<1, 256> cache;
     static bool done = false;
     if (!done) {
         randomize(p, 5, 0.05f);
@@ -230,8 +233,9 @@ CT_BENCH((BM_ctformer_decode<Fp32, false>), "lora/decode/ctformer_base");
 CT_BENCH((BM_ctformer_decode<Fp32, true>), "lora/decode/ctformer_adapters");
 CT_BENCH((BM_ctformer_decode<Int4, false>), "lora/decode/ctformer_int4_base");
 CT_BENCH((BM_ctformer_decode<Int4, true>), "lora/decode/ctformer_int4_adapters");
-CT_BENCH(BM_stories_decode<false>, "lora/decode/stories15M_base");
-CT_BENCH(BM_stories_decode<true>, "lora/decode/stories15M_adapters_qv");
+CT_BENCH((BM_stories_decode<ct::lora_q | ct::lora_v, false>), "lora/decode/stories15M_base");
+CT_BENCH((BM_stories_decode<ct::lora_q | ct::lora_v, true>), "lora/decode/stories15M_adapters_qv");
+CT_BENCH((BM_stories_decode<ct::lora_all, true>), "lora/decode/stories15M_adapters_all");
 #ifdef CTFORMER_HAVE_TORCH
 CT_BENCH(BM_libtorch_train, "lora/train/libtorch");
 #endif
