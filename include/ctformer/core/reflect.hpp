@@ -117,7 +117,8 @@ template <class Names, class P, class F> [[gnu::cold]] constexpr void visit(P& p
 }  // namespace detail
 
 // Calls f(std::string_view dotted_name, tensor&) for every tensor of p, in declaration order
-// (PyTorch's state_dict order). Works on const params too, and in constant expressions.
+// (PyTorch's state_dict order). Works on const params too, and in constant expressions. Cold:
+// walks load, save and initialise, never run in a step; GCC compiles them (and f) for size.
 template <class P, class F> [[gnu::cold]] constexpr void for_each_tensor(P& p, F&& f) {
     char name[detail::max_name]{};
     detail::visit<canonical_names>(p, name, 0, f);

@@ -236,6 +236,7 @@ template <class P, std::size_t Cap>
     }
     return status::error(errc::missing_tensor, t.view());
 }
+// (Cold, as everything here that runs once per load: compiled for size — a firmware's loader.)
 template <class P, std::size_t Cap>
 [[gnu::cold]] status check_state(const P& params, const file<Cap>& f, std::string_view prefix, const load_options& opt) {
     if (!prefix.empty()) {
