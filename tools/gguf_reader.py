@@ -47,9 +47,10 @@ class _Cursor:
         return self.take(_SCALAR[t])
 
 
-def read_gguf(path):
+def read_gguf(path, types=None):
     """(metadata dict, {name: (dims innermost first, ggml type number, offset in the data section)},
-    the data section's start in the file)."""
+    the data section's start in the file). types (a dict): filled with each key's (gguf value type,
+    array element type or None), for a writer that copies values as they were stored."""
     with open(path, "rb") as f:
         data = f.read()
     c = _Cursor(data)
@@ -64,7 +65,10 @@ def read_gguf(path):
         key = c.string()
         if key in meta:
             raise ValueError("%s: key %s twice" % (path, key))
-        meta[key] = c.value(c.take("<I"))
+        t = c.take("<I")
+        if types is not None:
+            types[key] = (t, struct.unpack_from("<I", c.data, c.pos)[0] if t == 9 and c.pos + 4 <= len(c.data) else None)
+        meta[key] = c.value(t)
     tensors = {}
     for _ in range(n_tensors):
         name = c.string()
