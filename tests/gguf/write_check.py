@@ -56,7 +56,9 @@ for name, t in expect.items():
         failures += 1
         print("Q4_K_M %s: %s, llama.cpp's rules give %s  FAIL" % (name, q4km[name], t))
 # errors: a vocabulary of another size, a file without a tokenizer, a format llama.cpp lacks
-for args, what in [((hf, os.path.join(out, "x.gguf"), os.path.join(here, "..", "data", "gguf", "blocks.gguf"), "Q8_0"), "no tokenizer"),
+write_models.llama("other_vocab", out, kvh=1, dim=32, L=1, H=1, F=32, V=300, ctx=16, seed=8)
+for args, what in [((hf, os.path.join(out, "x.gguf"), os.path.join(out, "other_vocab.gguf"), "Q8_0"), "a vocabulary of 300 tokens"),
+                   ((hf, os.path.join(out, "x.gguf"), os.path.join(here, "..", "data", "gguf", "blocks.gguf"), "Q8_0"), "no tokenizer"),
                    ((hf, os.path.join(out, "x.gguf"), src_gguf, "Q3_K"), "unknown --type")]:
     try:
         gguf_write.convert(*args)
@@ -64,6 +66,22 @@ for args, what in [((hf, os.path.join(out, "x.gguf"), os.path.join(here, "..", "
         print("%s: written  FAIL" % what)
     except ValueError as e:
         print("%s: %s  ok" % (what, e))
+# a file without ctformer's llama configuration; a Llama with a tensor llama.cpp's llama lacks
+import tokenizer_export  # noqa: E402
+sd, md = gguf_write.load_safetensors(hf)
+entries = {k: ("F32", list(v.shape), v.astype("<f4").tobytes()) for k, v in sd.items()}
+tokenizer_export.save(os.path.join(out, "no_config.safetensors"), entries, {})
+tokenizer_export.save(os.path.join(out, "extra.safetensors"), dict(entries, **{"model.layers.0.mlp.bias": ("F32", [4], bytes(16))}), md)
+for name, what in [("no_config.safetensors", "no configuration"), ("extra.safetensors", "a tensor llama lacks")]:
+    try:
+        gguf_write.convert(os.path.join(out, name), os.path.join(out, "x.gguf"), src_gguf, "Q8_0")
+        failures += 1
+        print("%s: written  FAIL" % what)
+    except ValueError as e:
+        print("%s: %s  ok" % (what, e))
+if os.path.exists(os.path.join(out, "x.gguf")):
+    failures += 1
+    print("x.gguf written by a failing call  FAIL")
 try:
     ggml_quantize.quantize(np.full((1, 256), np.nan, np.float32), "Q4_K")
     failures += 1
