@@ -163,7 +163,20 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) w[q][v] = load_ivec(words + q * pw + kw * NR + v * W);
-            if constexpr (P == 4) {  // int8: word kw holds inputs 4kw .. 4kw+3
+            if constexpr (P == 4 && simd::exact_u8_dot) {  // int8 + 128, one dpbusd a product; 128·Σ q_a comes off below
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                    for (std::size_t v = 0; v < NV; ++v) w[q][v] = w[q][v] ^ iv(std::int32_t(0x80808080u));
+#pragma GCC unroll 4
+                for (std::size_t r = 0; r < R; ++r) {
+                    const iv x = splat_word(a[r * lda].q + 4 * kw);
+#pragma GCC unroll 4
+                    for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                        for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_u8_full(isum[r][q][v], w[q][v], x);
+                }
+            } else if constexpr (P == 4) {  // int8: word kw holds inputs 4kw .. 4kw+3
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < R; ++r) {
                     const iv x = splat_word(a[r * lda].q + 4 * kw);
@@ -193,6 +206,13 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 }
             }
         }
+        if constexpr (P == 4 && simd::exact_u8_dot)
+#pragma GCC unroll 4
+            for (std::size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+                for (std::size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 4
+                    for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = isum[r][q][v] - iv(128 * a[r * lda].sum[blk]);
         [[maybe_unused]] float sa_sum[R];  // (a minimum per group: s_a · Σ q_a of the block)
         if constexpr (has_min<Fmt>)
             for (std::size_t r = 0; r < R; ++r) sa_sum[r] = a[r * lda].scale[blk] * static_cast<float>(a[r * lda].sum[blk]);

@@ -158,6 +158,26 @@ inline int32x4_t neon_dot(int32x4_t acc, int8x16_t a, int8x16_t x) {
         return detail::dot_fields<false>(acc, u, x);
 }
 
+// Whether the dot takes unsigned bytes in [0, 255] exactly (VNNI's dpbusd: no 16-bit step), so a
+// signed weight w can enter as w + 128 (its top bit flipped) and Σ (w + 128)·x = Σ w·x + 128·Σ x: one
+// instruction a product where dot_i8 first moves x's sign onto w.
+inline constexpr bool exact_u8_dot =
+#if CTFORMER_XSIMD && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    vectorized<float> && sizeof(ivec) >= 32;
+#elif CTFORMER_XSIMD && defined(__AVXVNNI__)
+    vectorized<float> && sizeof(ivec) == 32;
+#else
+    false;
+#endif
+// acc[i] += Σ_j u[i].byte(j) · x[i].byte(j), u unsigned in [0, 255], x signed: dpbusd where
+// exact_u8_dot, the fields elsewhere (exact too; the kernels take dot_i8 there).
+[[gnu::always_inline]] inline ivec dot_u8_full(const ivec& acc, const ivec& u, const ivec& x) {
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    if constexpr (exact_u8_dot) return ivec(detail::maddubs_acc<typename ivec::register_type>(acc, u, x));
+#endif
+    return detail::dot_fields<false>(acc, u, x);
+}
+
 // int4 levels: p (a partial sum, from ivec(0)) += Σ_j u[i].byte(j) · x[i].byte(j) + v[i].byte(j) ·
 // y[i].byte(j), u and v unsigned in [0, 15], x and y signed; at most 4 calls before partial_sum(p)
 // gives the int32 lanes. x86 keeps the partial sums in 16 bits (4 · 2 · 2 · 15 · 127 < 2^15) and
