@@ -244,7 +244,9 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 
 template <class Fmt> struct panel_source<q8_panels<Fmt>> {
     static constexpr std::size_t streams(std::size_t R) { return gemm_tile<float>::compact || R > 1 ? 1 : 2; }
-    static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
+    // Four rows a pass where 32 vector registers hold their 2·4·NV sums (512-bit vectors), else two
+    static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 && !wide_registers ? 2 : R; }
+    static constexpr bool wide_registers = simd::width<float> * sizeof(float) >= 64;
     static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) {
         constexpr std::size_t NR = gemm_tile<float>::NR;
         const std::size_t sp = p * (Fmt::group ? b.K / Fmt::group : 1) * NR;

@@ -180,9 +180,10 @@ inline constexpr bool exact_u8_dot =
 
 // int4 levels: p (a partial sum, from ivec(0)) += Σ_j u[i].byte(j) · x[i].byte(j) + v[i].byte(j) ·
 // y[i].byte(j), u and v unsigned in [0, 15], x and y signed; at most 4 calls before partial_sum(p)
-// gives the int32 lanes. x86 keeps the partial sums in 16 bits (4 · 2 · 2 · 15 · 127 < 2^15) and
-// widens once; elsewhere p is the int32 sum.
+// gives the int32 lanes. x86 without VNNI keeps the partial sums in 16 bits (4 · 2 · 2 · 15 · 127 <
+// 2^15) and widens once; with VNNI and elsewhere p is the int32 sum.
 [[gnu::always_inline]] inline ivec dot_u4x2(const ivec& p, const ivec& u, const ivec& x, const ivec& v, const ivec& y) {
+    if constexpr (exact_u8_dot) return dot_u8_full(dot_u8_full(p, u, x), v, y);
 #if CTFORMER_XSIMD && defined(__SSSE3__)
     if constexpr (!std::is_same_v<ivec, std::int32_t>) {
         using R = typename ivec::register_type;
@@ -193,7 +194,7 @@ inline constexpr bool exact_u8_dot =
 }
 [[gnu::always_inline]] inline ivec partial_sum(const ivec& p) {
 #if CTFORMER_XSIMD && defined(__SSSE3__)
-    if constexpr (!std::is_same_v<ivec, std::int32_t>) {
+    if constexpr (!std::is_same_v<ivec, std::int32_t> && !exact_u8_dot) {
         using R = typename ivec::register_type;
         return ivec(detail::madd(R(p), R(ivec(0x00010001))));
     } else
