@@ -8,6 +8,11 @@
 // int4_group<32>>, the tied-free LM head included).
 // With CTFORMER_PEER_MODELS=<dir> the weights are write_models.py's (identical to llama.cpp's);
 // otherwise a seeded init of the same shapes (the time does not depend on the values).
+// Every generate case reports the weights' bytes read per token (weight_bytes: the params but the
+// embedding table, of which a token reads one row), weightGB/s and %probeBW, that rate as a share
+// of this binary's read-bandwidth probe over as many bytes. llama335M_* (d_model 1024, 24 layers,
+// 16 heads, ffn 2816: 335M parameters, 350 MB as int8 groups) exceeds the last-level caches seen
+// (300 MB on the AVX-512 Xeon): the GEMVs' rate from memory (seeded weights only).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -39,6 +44,11 @@ using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activa
 // llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
 using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
 using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
+// A model whose quantized weights exceed the last-level cache: Q8_0 as stored, with int8 activations
+using Llama335MQ8A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
+                                ct::weights<ct::int8_group<32>, ct::int8_activations>>;
+using Llama335MQ4A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
+                                ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, 4, GPT2Block>;
@@ -46,7 +56,7 @@ using GPT2 = ct::GPT<50257, Ctx, 4, GPT2Block>;
 // The peer's weights when CTFORMER_PEER_MODELS is set, else a seeded init; aborts the benchmark on a
 // file that does not load (a wrong model would time the wrong thing).
 template <class P> bool load(P& p, const char* name, benchmark::State& st) {
-    if (const char* dir = std::getenv("CTFORMER_PEER_MODELS")) {
+    if (const char* dir = std::getenv("CTFORMER_PEER_MODELS"); dir && name) {  // (name null: seeded only)
         static ct::mapped_file file;
         static ct::safetensors::file<128> f;
         static ct::gguf::file<64, 128> g;
@@ -96,6 +106,14 @@ template <class M> void BM_generate(benchmark::State& st, const char* name, std:
     }
     st.counters["tokens"] = Gen;
     st.counters["tokens/s"] = benchmark::Counter(Gen, benchmark::Counter::kIsIterationInvariantRate);
+    double bytes = 0;  // the weights a token reads: every tensor but the embedding table
+    ct::for_each_tensor(S::p, [&](std::string_view n, const auto& t) {
+        if (n.find("embed") == std::string_view::npos && n.find("wte") == std::string_view::npos) bytes += double(sizeof t);
+    });
+    st.counters["weight_bytes"] = bytes;
+    st.counters["weightGB/s"] = benchmark::Counter(Gen * bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+    static const double probe = probes::read_bandwidth(static_cast<std::size_t>(bytes));
+    st.counters["%probeBW"] = benchmark::Counter(100.0 * Gen * bytes / probe, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The prompt's time to its first token: generate with max_new = 1 (one 64-row step; the LM head
@@ -144,6 +162,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_q8_0/generate", [](benchmark::State& st) { BM_generate<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
+    add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
     // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
     add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });
