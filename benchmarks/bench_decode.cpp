@@ -44,6 +44,9 @@ using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activa
 // llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
 using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
 using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
+// llama.cpp's Q4_K_M mix as stored (ct::load_gguf: every block format into int8_group_min<16>)
+using StoriesQ4KM = Stories<6, ct::weights<ct::int8_group_min<16>>>;
+using StoriesQ4KMA8 = Stories<6, ct::weights<ct::int8_group_min<16>, ct::int8_activations>>;
 // A model whose quantized weights exceed the last-level cache: Q8_0 as stored, with int8 activations
 using Llama335MQ8A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int8_group<32>, ct::int8_activations>>;
@@ -162,6 +165,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_q8_0/generate", [](benchmark::State& st) { BM_generate<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q4_k_m/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KM>(st, "stories15M_q4_k_m.gguf"); });
+    add("decode/stories15M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
     // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
@@ -181,5 +186,7 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_q8_0/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q4_k_m_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
+    add("decode/stories15M_q4_k_m_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf", 2); });
     return bench::main(argc, argv);
 }

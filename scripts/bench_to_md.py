@@ -58,7 +58,8 @@ DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
 # ctformer's quantized stories15M against llama.cpp's file of the same weights in its nearest format
 QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"),
                 ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"),
-                ("stories15M_q8_0", "stories15M_q8_0"), ("stories15M_q8_0_a8", "stories15M_q8_0"))
+                ("stories15M_q8_0", "stories15M_q8_0"), ("stories15M_q8_0_a8", "stories15M_q8_0"),
+                ("stories15M_q4_k_m", "stories15M_q4_k_m"), ("stories15M_q4_k_m_a8", "stories15M_q4_k_m"))
 PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
     b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
@@ -391,7 +392,7 @@ if qratio("step", "base", "int8"):  # the quantized-weights issue
     targets += [("base forward with %s weights within 1.15× fp32" % f, qratio("layer", "base", f), "%.2f×",
                  lambda v: v <= 1.15) for f, _ in FORMATS]
 if decode and llamacpp:
-    targets += [("%s decoding ≥ 2× llama.cpp %s tokens/s" % (m, peer[-4:].upper()), decode_ratio(m, "generate"), "%.2f×",
+    targets += [("%s decoding ≥ 2× llama.cpp %s tokens/s" % (m, peer[len("stories15M_"):].upper()), decode_ratio(m, "generate"), "%.2f×",
                  lambda v: v >= 2) for m, peer in QUANT_MODELS if peer]
 p("## Targets (performance and incremental-decoding issues) in this run\n")
 p("| target | measured | met |")
@@ -424,7 +425,9 @@ if decode:
       "load from the float file) is compared with llama.cpp's Q8_0 file of the same weights (ggml's reference "
       "quantizers, write_models.py); stories15M_int4 and stories15M_q8_0 read llama.cpp's Q4_0 and Q8_0 files "
       "themselves (ct::load_gguf: into int4_group<32> and int8_group<32> as stored), so both programs run the "
-      "same file; the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
+      "same file; stories15M_q4_k_m reads llama.cpp's Q4_K_M mix (tools/gguf_write.py, llama.cpp's quantize "
+      "tool's bytes: Q5_0, Q4_K, Q6_K and Q8_0 tensors) into int8_group_min<16> as stored; "
+      "the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
       "no llama.cpp peer here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
     p("|---|---|---|---|---|---|---|")
@@ -454,7 +457,8 @@ for name in ("gpt/train/ctformer", "gpt/generate/ctformer"):
     one, two = models.get(name), models.get(name + "_t2")
     if one and two:
         thread_rows.append((name, us(one), us(two)))
-for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8"):
+for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8",
+          "stories15M_q4_k_m_a8"):
     one, two = decode.get("decode/%s/generate" % m), decode.get("decode/%s_t2/generate" % m)
     if one and two:
         thread_rows.append(("decode/%s/generate" % m, us(one), us(two)))
@@ -522,7 +526,7 @@ if thread_rows:
           "llama.cpp, 1 thread | ratio to llama.cpp's better |")
         p("|---|---|---|---|---|---|")
         for m in ("stories15M", "stories15M_int8", "stories15M_int4", "stories15M_int8_a8", "stories15M_int4_a8",
-                  "stories15M_q8_0_a8"):
+                  "stories15M_q8_0_a8", "stories15M_q4_k_m_a8"):
             b, l = decode.get("decode/%s_t2/generate" % m), llamacpp["models_t2"].get(PEER_OF.get(m, m))
             l1 = llamacpp.get("models", {}).get(PEER_OF.get(m, m))
             if b and l:
@@ -541,7 +545,8 @@ if thread_rows:
                    for s_ in ("tiny", "small", "base", "batched", "gpt") for peer in ("libtorch", "openblas", "onednn", "onnxruntime")
                    if peer2(s_, peer)]
     th_targets += [("%s decoding ≥ 1.5× llama.cpp at 2 threads" % m, decode2(m), 1.5)
-                   for m in ("stories15M", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8") if decode2(m)]
+                   for m in ("stories15M", "stories15M_int8_a8", "stories15M_int4_a8", "stories15M_q8_0_a8", "stories15M_q4_k_m_a8")
+                   if decode2(m)]
     p("| thread target (#40) | measured | met |")
     p("|---|---|---|")
     for n, v, goal in th_targets:

@@ -14,8 +14,8 @@ const [dir, outFile, repsArg] = process.argv.slice(2);
 const reps = Number(repsArg || 5);
 const mod = await import(pathToFileURL(path.join(process.env.LLAMA_NODE_PATH, "node-llama-cpp", "dist", "index.js")));
 const llama = await mod.getLlama({ gpu: false, build: "never", logLevel: "error" });
-const models = ["stories15M", "stories15M_gqa", "gpt2_d256", "stories15M_q8_0", "stories15M_q4_0"];
-const models_t2 = ["stories15M", "stories15M_q8_0", "stories15M_q4_0"];
+const models = ["stories15M", "stories15M_gqa", "gpt2_d256", "stories15M_q8_0", "stories15M_q4_0", "stories15M_q4_k_m"];
+const models_t2 = ["stories15M", "stories15M_q8_0", "stories15M_q4_0", "stories15M_q4_k_m"];
 const result = { models: {}, models_t2: {}, threads: 1, reps };
 const now = () => Number(process.hrtime.bigint()) / 1e3;  // µs
 

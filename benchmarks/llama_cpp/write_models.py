@@ -3,7 +3,9 @@
 
 For each model, writes OUT/<name>.gguf (llama.cpp: GGUF v3, F32, a synthetic tokenizer of the right
 size: the benchmark feeds token ids; stories15M also as OUT/stories15M_q8_0.gguf and _q4_0.gguf,
-its matrices quantized by ggml's reference rules) and OUT/<name>.safetensors (ctformer: Hugging Face's
+its matrices quantized by ggml's reference rules, and as _q4_k_m.gguf, llama.cpp's Q4_K_M mix
+written by tools/gguf_write.py — the bytes llama.cpp's quantize tool writes: at d_model 288 most
+matrices fall back to Q5_0, ffn_down is Q4_K / Q6_K, the output Q8_0) and OUT/<name>.safetensors (ctformer: Hugging Face's
 LlamaForCausalLM names, or the GPT of docs/models.md). Models (benchmarks/bench_models.cpp has
 the same shapes):
   stories15M      llama: dim 288, 6 layers, 6 heads, 6 kv heads, hidden 768, vocab 32000, ctx 256
@@ -17,6 +19,9 @@ Usage: write_models.py OUT_DIR   (needs numpy only)
 """
 import json, os, struct, sys
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import gguf_write  # noqa: E402
 
 GGUF_U32, GGUF_I32, GGUF_F32, GGUF_STR, GGUF_ARR = 4, 5, 6, 8, 9
 
@@ -166,6 +171,12 @@ def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, 
             (a + "rope.dimension_count", GGUF_U32, Dh), (a + "rope.freq_base", GGUF_F32, 10000.0)]
     write_gguf(os.path.join(out, name + ".gguf"), meta + tokenizer("llama", V), gg)
     for typ, suffix in quantized:  # the same weights for llama.cpp's quantized formats
+        if typ in gguf_write.FTYPES:  # a mix: llama.cpp's choice per tensor (tools/gguf_write.py)
+            typed = [(k, t, v[1], v[0]) if t == GGUF_ARR else (k, t, v, None) for k, t, v in meta + tokenizer("llama", V)]
+            typed = [m if m[0] != "general.file_type" else (m[0], m[1], gguf_write.FTYPES[typ][0], None) for m in typed]
+            gguf_write.write(os.path.join(out, name + suffix + ".gguf"), typed,
+                             [(n, a, gguf_write.tensor_type(n, a.shape[-1], typ, L, False) if a.ndim == 2 else "F32") for n, a in gg])
+            continue
         qmeta = [m if m[0] != "general.file_type" else (m[0], m[1], FILE_TYPE[typ]) for m in meta]
         write_gguf(os.path.join(out, name + suffix + ".gguf"), qmeta + tokenizer("llama", V), gg, typ)
     write_safetensors(os.path.join(out, name + ".safetensors"), hf)
@@ -203,7 +214,7 @@ def gpt2(name, out, D=256, L=4, H=4, F=1024, V=50257, ctx=256, seed=2):
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    llama("stories15M", out, 6, quantized=[(GGML_Q8_0, "_q8_0"), (GGML_Q4_0, "_q4_0")])
+    llama("stories15M", out, 6, quantized=[(GGML_Q8_0, "_q8_0"), (GGML_Q4_0, "_q4_0"), ("Q4_K_M", "_q4_k_m")])
     llama("stories15M_gqa", out, 2)
     gpt2("gpt2_d256", out)
     print("wrote", out)
