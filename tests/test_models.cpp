@@ -472,3 +472,38 @@ TEST_CASE("generation: same checkpoint and seed give the same tokens; greedy = a
 }
 
 }  // namespace
+
+TEST_CASE("sampling: greedy picks the largest logit, the lowest id on ties, never -inf; NaN, +inf or all -inf are non_finite") {
+    // (greedy without bias or penalties reads the logits in one pass; with a zero bias it runs the
+    // whole chain: both must pick the same token)
+    const float inf_f = std::numeric_limits<float>::infinity(), nan_f = std::numeric_limits<float>::quiet_NaN();
+    static ct::sampler_scratch<float, 40> scratch;
+    const ct::logit_bias zero[] = {{3, 0.f}};
+    auto greedy = [&](const std::array<float, 40>& l, bool chain) {
+        ct::token next = -5;
+        const ct::status st = ct::sample(l.data(), chain ? ct::sampling{.temperature = 0, .bias = zero} : ct::sampling{.temperature = 0}, 0,
+                                         scratch, next);
+        return st ? next : st.code == ct::errc::non_finite ? ct::token(-1) : ct::token(-2);
+    };
+    std::array<float, 40> l{};
+    for (bool chain : {false, true}) {
+        CAPTURE(chain);
+        l.fill(0.f);
+        CHECK(greedy(l, chain) == 0);  // all tied: the lowest id
+        l[7] = 2.f, l[30] = 2.f, l[12] = 1.f;
+        CHECK(greedy(l, chain) == 7);
+        l.fill(-inf_f);
+        l[0] = -inf_f, l[39] = -1e30f;
+        CHECK(greedy(l, chain) == 39);  // -inf is never chosen, however the scan starts
+        l[39] = -inf_f;
+        CHECK(greedy(l, chain) == -1);  // nothing above -inf
+        l.fill(1.f), l[20] = nan_f;
+        CHECK(greedy(l, chain) == -1);
+        l[20] = inf_f;
+        CHECK(greedy(l, chain) == -1);
+    }
+    ct::token next = -5;  // top_k = 1 at a temperature is greedy too
+    l.fill(0.f), l[11] = 3.f;
+    CHECK(ct::sample(l.data(), ct::sampling{.temperature = 0.7f, .top_k = 1}, 0, scratch, next).ok());
+    CHECK(next == 11);
+}

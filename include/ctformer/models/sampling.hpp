@@ -114,11 +114,24 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
     if (status st = s.validate(); !st) return st;
     for (const logit_bias& b : s.bias)
         if (static_cast<std::size_t>(b.id) >= V) return status::error(errc::invalid_option, "logit bias");
+    auto* c = scratch.c;
+    if ((s.temperature <= 0.0f || s.top_k == 1) && s.bias.empty() && !s.penalizes()) {
+        // greedy on the logits as they are: one pass, no candidates written (a decoding step's every token)
+        std::size_t best = 0;
+        for (std::size_t j = 0; j < V; ++j) {
+            const T l = logits[j];
+            if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
+            best = l > logits[best] ? j : best;
+        }
+        if (logits[best] == -std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
+        c[0] = {1.0, static_cast<token>(best)};
+        n = 1, total = 1.0;
+        return {};
+    }
     for (std::size_t j = 0; j < V; ++j) {
         const T l = logits[j];
         if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
     }
-    auto* c = scratch.c;
     detail::biased_logits(logits, V, s, recent, c);
     std::size_t best = V;  // the argmax (ties: the lowest id); V: none above -inf
     for (std::size_t j = 0; j < V; ++j)
