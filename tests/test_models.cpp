@@ -501,6 +501,10 @@ TEST_CASE("sampling: greedy picks the largest logit, the lowest id on ties, neve
         CHECK(greedy(l, chain) == -1);
         l[20] = inf_f;
         CHECK(greedy(l, chain) == -1);
+        l.fill(1.f), l[0] = nan_f;  // (where the scan starts)
+        CHECK(greedy(l, chain) == -1);
+        l[0] = inf_f;
+        CHECK(greedy(l, chain) == -1);
     }
     ct::token next = -5;  // top_k = 1 at a temperature is greedy too
     l.fill(0.f), l[11] = 3.f;

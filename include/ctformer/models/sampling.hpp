@@ -117,13 +117,18 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
     auto* c = scratch.c;
     if ((s.temperature <= 0.0f || s.top_k == 1) && s.bias.empty() && !s.penalizes()) {
         // greedy on the logits as they are: one pass, no candidates written (a decoding step's every token)
+        // (the best value in a register, NaN noted, not branched on: a chain through logits[best]
+        // would wait on a load per element)
         std::size_t best = 0;
-        for (std::size_t j = 0; j < V; ++j) {
+        T top = logits[0];
+        bool nan = false;
+        for (std::size_t j = 1; j < V; ++j) {
             const T l = logits[j];
-            if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
-            best = l > logits[best] ? j : best;
+            nan |= l != l;
+            if (l > top) top = l, best = j;
         }
-        if (logits[best] == -std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
+        if (nan || top != top || top == std::numeric_limits<T>::infinity() || top == -std::numeric_limits<T>::infinity())
+            return status::error(errc::non_finite, "logits");
         c[0] = {1.0, static_cast<token>(best)};
         n = 1, total = 1.0;
         return {};
