@@ -32,12 +32,18 @@ template <class E, std::size_t B, std::size_t H, std::size_t Dh, std::size_t Cap
     const E* values(std::size_t b, std::size_t h) const { return v + (b * H + h) * Capacity * Dh; }
     // Stores key/value rows k: (Dh), v: (Dh) of position pos for (b, h) (rounded, for bf16).
     template <class T> void put(std::size_t b, std::size_t h, std::size_t pos, const T* k, const T* vv) {
-        E* kt_h = keys_t(b, h);
+        put_rows(b, h, pos, 1, k, vv, 0);
+    }
+    // n positions from pos, their rows at stride ld: the transposed keys a column at a time, each a
+    // run of n consecutive slots (a prompt's rows, one write stream per column, not one per element).
+    template <class T>
+    void put_rows(std::size_t b, std::size_t h, std::size_t pos, std::size_t n, const T* k, const T* vv, std::size_t ld) {
+        E* kt_h = keys_t(b, h) + pos;
+        for (std::size_t d = 0; d < Dh; ++d)
+            for (std::size_t i = 0; i < n; ++i) kt_h[d * Capacity + i] = to_cache<E>(k[i * ld + d]);
         E* v_h = values(b, h) + pos * Dh;
-        for (std::size_t d = 0; d < Dh; ++d) {
-            kt_h[d * Capacity + pos] = to_cache<E>(k[d]);
-            v_h[d] = to_cache<E>(vv[d]);
-        }
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t d = 0; d < Dh; ++d) v_h[i * Dh + d] = to_cache<E>(vv[i * ld + d]);
     }
 };
 }  // namespace detail

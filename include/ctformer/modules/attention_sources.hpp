@@ -61,7 +61,7 @@ template <class T, std::size_t Dh, class Cache> struct cached_self {
     const std::array<std::size_t, Cache::batch>& pos0;
     const std::array<std::size_t, Cache::batch>& count;
     constexpr void store(std::size_t b, std::size_t kh, const T* k, const T* v, std::size_t ld) const {
-        for (std::size_t i = 0; i < count[b]; ++i) cache.put(b, kh, pos0[b] + i, k + i * ld, v + i * ld);
+        cache.put_rows(b, kh, pos0[b], count[b], k, v, ld);
     }
     constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t kh, const T*, const T*,
                                                                std::size_t) const {
