@@ -140,6 +140,24 @@ template <class M> void BM_prefill(benchmark::State& st, const char* name, std::
     st.counters["tokens/s"] = benchmark::Counter(Prompt, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One token drawn from 32000 logits (a decoding step's sampling, alone): greedy, temperature 0.8,
+// and temperature with top-k 40 and top-p 0.95 (llama.cpp's defaults), a repetition penalty over
+// the last 64 tokens.
+void BM_sample(benchmark::State& st, ct::sampling s) {
+    static ct::sampler_scratch<float, 32000> scratch;
+    static std::vector<float> logits(32000);
+    unsigned seed = 5;
+    for (float& l : logits) l = float((seed = seed * 1103515245u + 12345u) >> 9 & 0xffff) / 4096.0f - 8.0f;
+    ct::token recent[64];
+    for (std::size_t i = 0; i < 64; ++i) recent[i] = ct::token(i * 97 % 32000);
+    std::uint64_t n = 0;
+    for (auto _ : st) {
+        ct::token next = 0;
+        if (!ct::sample(logits.data(), s, n++, scratch, next, recent)) st.SkipWithError("sample failed");
+        benchmark::DoNotOptimize(next);
+    }
+}
+
 void BM_peak_fma_probe(benchmark::State& st) {  // measured afresh in every repetition
     double flops = 0;
     for (auto _ : st) flops = probes::measure_peak_flops(2);
@@ -169,6 +187,11 @@ int main(int argc, char** argv) {
     add("decode/stories15M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
+    add("sample/vocab32000/greedy", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0}); });
+    add("sample/vocab32000/temperature", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0.8f}); });
+    add("sample/vocab32000/top_k_top_p_penalty", [](benchmark::State& st) {
+        BM_sample(st, ct::sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .repetition_penalty = 1.1f});
+    });
     // two threads (#40): ct::thread_pool(2) as the calling thread's executor (ct::use_executor)
     add("decode/stories15M_t2/generate", [](benchmark::State& st) { BM_generate<Stories<6>>(st, "stories15M", 2); });
     add("decode/stories15M_int8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesInt8>(st, "stories15M", 2); });

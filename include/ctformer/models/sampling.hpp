@@ -13,6 +13,7 @@
 
 #include "../core/dropout.hpp"
 #include "../core/status.hpp"
+#include "../kernels/elementwise.hpp"
 
 namespace ctformer {
 
@@ -117,18 +118,24 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
     auto* c = scratch.c;
     if ((s.temperature <= 0.0f || s.top_k == 1) && s.bias.empty() && !s.penalizes()) {
         // greedy on the logits as they are: one pass, no candidates written (a decoding step's every token)
-        // (the best value in a register, NaN noted, not branched on: a chain through logits[best]
-        // would wait on a load per element)
+        // (all finite, the usual case: the vector maximum, then its first position; else one scalar
+        // pass that sorts out NaN and ±inf, the best value in a register — a chain through
+        // logits[best] would wait on a load per element)
         std::size_t best = 0;
-        T top = logits[0];
-        bool nan = false;
-        for (std::size_t j = 1; j < V; ++j) {
-            const T l = logits[j];
-            nan |= l != l;
-            if (l > top) top = l, best = j;
+        if (kernels::all_finite(logits, 1, V, V)) {
+            const T top = kernels::max(logits, V);
+            while (logits[best] != top) ++best;
+        } else {
+            T top = logits[0];
+            bool nan = false;
+            for (std::size_t j = 1; j < V; ++j) {
+                const T l = logits[j];
+                nan |= l != l;
+                if (l > top) top = l, best = j;
+            }
+            if (nan || top != top || top == std::numeric_limits<T>::infinity() || top == -std::numeric_limits<T>::infinity())
+                return status::error(errc::non_finite, "logits");
         }
-        if (nan || top != top || top == std::numeric_limits<T>::infinity() || top == -std::numeric_limits<T>::infinity())
-            return status::error(errc::non_finite, "logits");
         c[0] = {1.0, static_cast<token>(best)};
         n = 1, total = 1.0;
         return {};
