@@ -140,14 +140,16 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
         n = 1, total = 1.0;
         return {};
     }
-    for (std::size_t j = 0; j < V; ++j) {
-        const T l = logits[j];
-        if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
-    }
+    if (!kernels::all_finite(logits, 1, V, V))  // (one vector pass; -inf is allowed, so then the scan)
+        for (std::size_t j = 0; j < V; ++j) {
+            const T l = logits[j];
+            if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
+        }
     detail::biased_logits(logits, V, s, recent, c);
     std::size_t best = V;  // the argmax (ties: the lowest id); V: none above -inf
+    double best_value = -std::numeric_limits<double>::infinity();  // (in a register: no load chain)
     for (std::size_t j = 0; j < V; ++j)
-        if (c[j].value != -std::numeric_limits<double>::infinity() && (best == V || c[j].value > c[best].value)) best = j;
+        if (c[j].value > best_value) best = j, best_value = c[j].value;
     if (best == V) return status::error(errc::non_finite, "logits");
     if (s.temperature <= 0.0f || s.top_k == 1) {
         c[0] = {1.0, static_cast<token>(best)};
