@@ -49,47 +49,16 @@ GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
 FILE_TYPE = {GGML_F32: 0, GGML_Q4_0: 2, GGML_Q8_0: 7}  # llama_ftype: all F32, mostly Q4_0, mostly Q8_0
 
 
-def quantize(a, typ):
-    """ggml's reference quantizers (quantize_row_q8_0_ref, quantize_row_q4_0_ref): blocks of 32
-    along each row, an fp16 scale each; Q8_0: round(x / (max|x| / 127)); Q4_0: the value m of
-    largest magnitude gives d = m / -8, nibbles min(15, floor(x / d + 8.5)), element j in the
-    low nibble of byte j and element j + 16 in its high nibble."""
-    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
-    if typ == GGML_Q8_0:
-        d = np.abs(x).max(axis=1) / 127
-        inv = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
-        q = np.sign(x * inv[:, None]) * np.floor(np.abs(x * inv[:, None]) + 0.5)  # roundf: half away from zero
-        blocks = np.zeros(len(x), dtype=[("d", "<f2"), ("qs", "i1", 32)])
-        blocks["d"], blocks["qs"] = d.astype(np.float16), q.astype(np.int8)
-    else:
-        m = x[np.arange(len(x)), np.abs(x).argmax(axis=1)]
-        d = m / -8
-        inv = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
-        q = np.minimum(15, np.trunc(x * inv[:, None] + 8.5)).astype(np.uint8)
-        blocks = np.zeros(len(x), dtype=[("d", "<f2"), ("qs", "u1", 16)])
-        blocks["d"], blocks["qs"] = d.astype(np.float16), q[:, :16] | (q[:, 16:] << 4)
-    return blocks.tobytes()
+def typed_meta(meta):  # write_models' (key, type, value | (element type, items)) as tools/gguf_write.py's
+    return [(k, t, v[1], v[0]) if t == GGUF_ARR else (k, t, v, None) for k, t, v in meta]
 
 
 def write_gguf(path, meta, tensors, typ=GGML_F32):
     """meta: [(key, type, value)], tensors: [(name, float32 array (rows, cols) or (n,))]; the
-    matrices in typ (F32, Q8_0 or Q4_0), vectors in F32."""
-    align = 32
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(kv(*m) for m in meta)
-    infos, off, blobs = b"", 0, []
-    for name, a in tensors:
-        t = typ if a.ndim == 2 and a.shape[1] % 32 == 0 else GGML_F32
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes() if t == GGML_F32 else quantize(a, t)
-        dims = list(reversed(a.shape))  # ggml's ne0 is the innermost (columns)
-        infos += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-        infos += struct.pack("<IQ", t, off)
-        off += (len(b) + align - 1) // align * align
-        blobs.append(b)
-    with open(path, "wb") as f:
-        f.write(head + infos)
-        f.write(b"\0" * ((align - f.tell() % align) % align))
-        for b in blobs:
-            f.write(b + b"\0" * ((align - len(b) % align) % align))
+    matrices in typ (F32, Q8_0 or Q4_0: ggml's reference quantizers, tools/ggml_quantize.py),
+    vectors in F32."""
+    name = {GGML_F32: "F32", GGML_Q4_0: "Q4_0", GGML_Q8_0: "Q8_0"}[typ]
+    gguf_write.write(path, typed_meta(meta), [(n, a, name if a.ndim == 2 and a.shape[1] % 32 == 0 else "F32") for n, a in tensors])
 
 
 def write_safetensors(path, tensors):
@@ -172,8 +141,8 @@ def llama(name, out, kvh, dim=288, L=6, H=6, F=768, V=32000, ctx=256, eps=1e-5, 
     write_gguf(os.path.join(out, name + ".gguf"), meta + tokenizer("llama", V), gg)
     for typ, suffix in quantized:  # the same weights for llama.cpp's quantized formats
         if typ in gguf_write.FTYPES:  # a mix: llama.cpp's choice per tensor (tools/gguf_write.py)
-            typed = [(k, t, v[1], v[0]) if t == GGUF_ARR else (k, t, v, None) for k, t, v in meta + tokenizer("llama", V)]
-            typed = [m if m[0] != "general.file_type" else (m[0], m[1], gguf_write.FTYPES[typ][0], None) for m in typed]
+            typed = [m if m[0] != "general.file_type" else (m[0], m[1], gguf_write.FTYPES[typ][0], None)
+                     for m in typed_meta(meta + tokenizer("llama", V))]
             gguf_write.write(os.path.join(out, name + suffix + ".gguf"), typed,
                              [(n, a, gguf_write.tensor_type(n, a.shape[-1], typ, L, False) if a.ndim == 2 else "F32") for n, a in gg])
             continue

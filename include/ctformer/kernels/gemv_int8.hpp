@@ -163,27 +163,22 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) w[q][v] = load_ivec(words + q * pw + kw * NR + v * W);
-            if constexpr (P == 4 && simd::exact_u8_dot) {  // int8 + 128, one dpbusd a product; 128·Σ q_a comes off below
-#pragma GCC unroll 4
-                for (std::size_t q = 0; q < Q; ++q)
-#pragma GCC unroll 4
-                    for (std::size_t v = 0; v < NV; ++v) w[q][v] = w[q][v] ^ iv(std::int32_t(0x80808080u));
-#pragma GCC unroll 4
-                for (std::size_t r = 0; r < R; ++r) {
-                    const iv x = splat_word(a[r * lda].q + 4 * kw);
+            if constexpr (P == 4) {  // int8: word kw holds inputs 4kw .. 4kw+3
+                if constexpr (simd::exact_u8_dot) {  // w + 128, one dpbusd a product; 128·Σ q_a comes off below
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
-                        for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_u8_full(isum[r][q][v], w[q][v], x);
+                        for (std::size_t v = 0; v < NV; ++v) w[q][v] = w[q][v] ^ iv(std::int32_t(0x80808080u));
                 }
-            } else if constexpr (P == 4) {  // int8: word kw holds inputs 4kw .. 4kw+3
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < R; ++r) {
                     const iv x = splat_word(a[r * lda].q + 4 * kw);
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
-                        for (std::size_t v = 0; v < NV; ++v) isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x);
+                        for (std::size_t v = 0; v < NV; ++v)
+                            isum[r][q][v] = simd::exact_u8_dot ? simd::dot_u8_full(isum[r][q][v], w[q][v], x)
+                                                               : simd::dot_i8(isum[r][q][v], w[q][v], x);
                 }
             } else {  // int4: each nibble + 8 (flip its top bit: unsigned), evens against the low
                       // nibbles, odds against the high ones; Σ q_a · 8 comes off below
