@@ -24,7 +24,8 @@ Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--c
 GGUF:     export.py MODEL.gguf [OUT.safetensors]   a llama.cpp file (architecture llama): prints the
           alias ct::load_gguf reads it into; with OUT, writes it as this exporter does (Hugging Face
           names, q/k rows un-permuted, values decoded to F32 as ggml does, its tokenizer as tables;
-          tools/gguf_export.py, numpy only).
+          tools/gguf_export.py, numpy only). Back to GGUF (llama.cpp's per-tensor formats, its
+          quantize tool's bytes): tools/gguf_write.py MODEL OUT.gguf --vocab VOCAB.gguf --type Q4_K_M.
 Tokenizer: export.py --tokenizer SRC OUT.safetensors [--header OUT.hpp --name NAME]
           SRC: a SentencePiece .model, a Hugging Face tokenizer.json (or a directory holding one),
           a llama.cpp .gguf (its tokenizer.ggml.* keys), or a directory with GPT-2's encoder.json +
