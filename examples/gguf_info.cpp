@@ -1,6 +1,7 @@
 // What a GGUF file holds and the C++ type that loads it: the header, the llama architecture's
 // configuration, the tokenizer's kind and size, each tensor's format (a Q4_K_M file mixes them),
-// and the ct::Llama alias ct::load_gguf checks the file against. With --tensors, every tensor.
+// and the ct::Llama alias ct::load_gguf checks the file against — dense, and with each weight
+// matrix's format as stored (a per-tensor ct::weights<...>). With --tensors, every tensor.
 //
 //   gguf_info model.gguf [--tensors]
 #include <cmath>
@@ -45,6 +46,25 @@ static std::string eps_option(double eps) {
             return "ct::norm_eps<" + std::to_string(static_cast<long long>(n)) + ", " + std::to_string(den) + ">";
     }
     return "ct::norm_eps<?> (eps " + std::to_string(eps) + ")";
+}
+
+// ct::weights<...> keeping every weight matrix's tensors as stored (gguf::stored_formats): the
+// format most matrices take, and an override for each other one; "" when all are dense floats.
+static std::string weights_option() {
+    const char* f[8];
+    gg::stored_formats(g, f);
+    for (const char* x : f)
+        if (!x) return "";  // (a format ct::load_gguf does not read)
+    std::size_t best = 0, best_n = 0;
+    for (std::size_t i = 0; i < 8; ++i) {
+        std::size_t n = 0;
+        for (const char* y : f) n += std::strcmp(y, f[i]) == 0;
+        if (n > best_n) best = i, best_n = n;
+    }
+    std::string o = std::string("ct::weights<") + f[best];
+    for (std::size_t i = 0; i < 8; ++i)
+        if (std::strcmp(f[i], f[best]) != 0) o += std::string(", ct::") + gg::matrix_names[i] + "_weights<" + f[i] + ">";
+    return best_n == 8 && std::strcmp(f[best], "ct::dense") == 0 ? "" : o + ">";
 }
 
 int main(int argc, char** argv) {
@@ -102,10 +122,15 @@ int main(int argc, char** argv) {
         alias += heads && rot != d / heads ? ", " + std::to_string(rot) + ">" : std::string(">");
     }
     if (!g.find_tensor("output.weight")) alias += ", ct::tied_embeddings<true>";
-    alias += ">;";
-    std::printf("\n%s\n", alias.c_str());
-    std::printf("(the context may be shorter than the file's %llu: the KV cache is what it sizes; weights stay dense floats\n"
-                " decoded as ggml decodes them, or add ct::weights<ct::int4_group<32>> to keep Q4_0 as stored)\n",
+    std::printf("\n%s>;\n", alias.c_str());
+    std::printf("(dense floats, decoded as ggml decodes them; the context may be shorter than the file's %llu: the KV cache\n"
+                " is what it sizes)\n",
                 static_cast<unsigned long long>(ctx));
+    const std::string stored = weights_option();
+    if (!stored.empty())
+        std::printf("\nAs stored (each weight matrix in the format that holds its tensors' blocks: the same values, fewer bytes%s):\n"
+                    "%s, %s>;\n",
+                    stored.starts_with("ct::weights<ct::int") ? ";\nadd ct::int8_activations after the first format to multiply as llama.cpp does" : "",
+                    alias.c_str(), stored.c_str());
     return 0;
 }

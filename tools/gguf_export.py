@@ -135,6 +135,45 @@ def alias(c, name="Model"):
     return "using %s = ct::Llama<%d, %d, %d, %s>;" % (name, c["vocab"], c["context"], c["layers"], ", ".join(o))
 
 
+# ct::weights<...> keeping each weight matrix's tensors as stored (io/ggml_blocks.hpp's stored_formats)
+MATRICES = ["q", "k", "v", "o", "gate", "up", "down", "head"]
+MATRIX_KEYS = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
+F32, F16, Q4_0, Q5_0, Q8_0, Q6_K, BF16 = 0, 1, 2, 6, 8, 14, 30
+READ = {0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30}  # F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K BF16
+
+
+def stored_format(types):  # the fewest bits a weight that holds every format in `types` as stored
+    if not types <= READ:
+        return None
+    if types == {BF16}:
+        return "ct::bf16"
+    if types & {F32, F16, BF16}:
+        return "ct::dense"
+    for fmt, ok in (("ct::int4_group<32>", {Q4_0}), ("ct::int8_group<32>", {Q4_0, Q5_0, Q8_0}),
+                    ("ct::int8_group<16>", {Q4_0, Q5_0, Q8_0, Q6_K})):
+        if types <= ok:
+            return fmt
+    return "ct::int8_group_min<16>" if Q6_K in types else "ct::int8_group_min<32>"
+
+
+def stored_weights(tensors):
+    tied = "output.weight" not in tensors
+    types = [set() for _ in MATRICES]
+    for name, (_, t, _) in tensors.items():
+        parts = name.split(".")
+        if name == "output.weight" or (tied and name == "token_embd.weight"):
+            types[7].add(t)
+        elif parts[0] == "blk" and len(parts) == 4 and parts[2] in MATRIX_KEYS and parts[3] == "weight":
+            types[MATRIX_KEYS.index(parts[2])].add(t)
+    f = [stored_format(s) if s else "ct::dense" for s in types]
+    if None in f:
+        return None
+    best = max(range(8), key=lambda i: (f.count(f[i]), -i))
+    if f.count(f[best]) == 8 and f[best] == "ct::dense":
+        return None
+    return "ct::weights<%s>" % ", ".join([f[best]] + ["ct::%s_weights<%s>" % (MATRICES[i], f[i]) for i in range(8) if f[i] != f[best]])
+
+
 # llama.cpp's names -> Hugging Face's (per layer: blk.{i}.<key>)
 LAYER = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
          "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm",
@@ -181,7 +220,12 @@ def export(path, out=None, name="Model"):
             files.update(tables)
             md.update(tmeta)
         tokenizer_export.save(out, files, md)
-    return alias(c, name)
+    dense = alias(c, name)
+    stored = stored_weights(tensors)
+    if not stored:
+        return dense
+    return "%s\n// as stored (each weight matrix's tensors in the format that holds their blocks: the same values):\n%s, %s>;" % (
+        dense, dense[:-2], stored)
 
 
 def check(path):

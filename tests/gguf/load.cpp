@@ -148,13 +148,11 @@ template <class P> void fill_random(P& p, unsigned seed) {
 
 // A block-format file into the weight format that holds it as stored and into dense weights: the
 // same values (Q4_0: scale d, integers n - 8; Q8_0: d, q).
-template <class Q> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, Wide<>::Params& src) {
+template <class Q> void as_stored_equals_dense(const std::vector<std::byte>& bytes, Wide<>::Params&) {
     static Wide<>::Params dense;
     static typename Q::Params q;
-    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, store).bytes();
     static gg::file<32, 64> g;
     REQUIRE(g.parse(bytes).ok());
-    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
     REQUIRE(ct::load_gguf(dense, g).ok());
     REQUIRE(ct::load_gguf(q, g).ok());
     std::size_t off = 0, n = 0;
@@ -166,6 +164,13 @@ template <class Q> void as_stored_equals_dense(test::gguf_store store, gg::ggml_
     });
     CHECK(n == ct::parameter_count<Wide<>::Params>());
     CHECK(off == 0);
+}
+template <class Q> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, Wide<>::Params& src) {
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, store).bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(bytes).ok());
+    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
+    as_stored_equals_dense<Q>(bytes, src);
 }
 
 TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_out_of_range") {
@@ -216,13 +221,76 @@ TEST_CASE("gguf load: every block format into int8_group_min<16> as stored; save
     ct::status st = ct::load_state_dict(plain, f);
     CHECK(st.code == ct::errc::unexpected_tensor);
     CHECK(std::string(st.tensor_name()).ends_with("_min"));
-    REQUIRE(ct::load_gguf(plain, g).code == ct::errc::wrong_dtype);  // (Q4_0 is int8_group_min's or int4's, not int8_group's)
+    REQUIRE(ct::load_gguf(plain, g).ok());  // (Q4_0: scale d, integers n - 8 — int8_group<16> holds them too)
     std::vector<std::byte> pbuf(ct::save_state_dict(plain, {}).bytes);
     REQUIRE(ct::save_state_dict(plain, pbuf).st.ok());
     std::memset(static_cast<void*>(&back), 0x5a, sizeof back);
     st = ct::load_state_dict(back, pbuf);
     CHECK(st.code == ct::errc::missing_tensor);
     CHECK(std::string(st.tensor_name()).ends_with(".weight_min"));
+}
+
+namespace {
+// A file that mixes formats by tensor as llama.cpp's Q4_K_M does (its small-model fallbacks: Q5_0 for
+// most matrices, Q8_0 for attn_v and the head in some layers, a format with minimums for ffn_down).
+test::gguf_store mixed_store(std::string_view name) {
+    using S = test::gguf_store;
+    if (name == "output.weight" || name == "blk.1.attn_v.weight") return S::q8_0;
+    if (name == "blk.0.ffn_down.weight") return S::q4_1;
+    if (name == "blk.1.ffn_down.weight") return S::q4_0;
+    return S::q5_0;
+}
+using Mixed = Wide<ct::weights<ct::int8_group<32>, ct::down_weights<ct::int8_group_min<32>>>>;
+using MixedA8 = Wide<ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int8_group_min<32>>>>;
+}  // namespace
+
+TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by tensor, as stored, and compute the dense model") {
+    static Wide<>::Params src, dense;
+    fill_random(src, 17);
+    const std::vector<std::byte> bytes = test::llama_gguf_by<Wide<>>(src, mixed_store).bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(bytes).ok());
+    CHECK(g.find_tensor("blk.0.attn_q.weight")->type == gg::ggml_type::q5_0);
+    CHECK(g.find_tensor("blk.0.ffn_down.weight")->type == gg::ggml_type::q4_1);
+    // the format each matrix needs, as tools/export.py and gguf_info print it
+    const char* f[8];
+    gg::stored_formats(g, f);
+    const std::string want[8] = {"ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>",
+                                 "ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group_min<32>", "ct::int8_group<32>"};
+    for (int m = 0; m < 8; ++m) CHECK_MESSAGE(std::string(f[m]) == want[m], gg::matrix_names[m]);
+    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int8_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
+    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 8)) == "ct::int8_group<16>");
+    CHECK(std::string(gg::stored_format(1u << 30)) == "ct::bf16");
+    CHECK(std::string(gg::stored_format(1u << 30 | 1u << 8)) == "ct::dense");
+    CHECK(gg::stored_format(1u << 10) == nullptr);  // Q2_K: not read
+    as_stored_equals_dense<Mixed>(bytes, src);
+    as_stored_equals_dense<MixedA8>(bytes, src);
+    static Mixed::Params m;
+    REQUIRE(ct::load_gguf(m, g).ok());
+    REQUIRE(ct::load_gguf(dense, g).ok());
+    // each matrix in its own format, the same numbers: weight-only logits are the dense model's to float rounding
+    static Wide<>::Workspace<1, 8> dws;
+    static Mixed::Workspace<1, 8> mws;
+    static ct::Tensor<ct::token, 1, 8> tok;
+    static ct::Tensor<float, 1, 8, 37> a, b;
+    for (std::size_t i = 0; i < 8; ++i) tok.data()[i] = static_cast<ct::token>((i * 7 + 3) % 37);
+    REQUIRE(Wide<>::forward(dense, dws, tok, a).ok());
+    REQUIRE(Mixed::forward(m, mws, tok, b).ok());
+    double worst = 0, top = 0;
+    for (std::size_t i = 0; i < a.size; ++i)
+        worst = std::max(worst, std::fabs(double(a.data()[i]) - double(b.data()[i]))), top = std::max(top, std::fabs(double(a.data()[i])));
+    INFO("max abs " << worst << " of logits up to " << top);
+    CHECK(worst <= 1e-5 * std::max(1.0, top));
+    // a matrix whose format cannot hold its tensors (Q4_1's minimum in int8_group<32>): wrong_dtype naming it, nothing written
+    static Wide<ct::weights<ct::int8_group<32>>>::Params plain;
+    std::memset(static_cast<void*>(&plain), 0x5a, sizeof plain);
+    const ct::status st = ct::load_gguf(plain, g);
+    CHECK(st.code == ct::errc::wrong_dtype);
+    CHECK(std::string(st.tensor_name()) == "blk.0.ffn_down.weight: Q4_1 into a quantized weight format");
+    const auto* raw = reinterpret_cast<const unsigned char*>(&plain);
+    std::size_t touched = 0;
+    for (std::size_t i = 0; i < sizeof plain; ++i) touched += raw[i] != 0x5a;
+    CHECK(touched == 0);
 }
 
 TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {

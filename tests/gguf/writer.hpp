@@ -117,7 +117,7 @@ inline std::uint16_t to_half(float x) {
     return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
-enum class gguf_store { f32, f16, bf16, q4_0, q8_0 };
+enum class gguf_store { f32, f16, bf16, q4_0, q8_0, q5_0, q4_1 };
 
 // Element values of a (rows, in) tensor in the file's format.
 inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_store s) {
@@ -158,7 +158,41 @@ inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_stor
             put(&byte, 1);
         }
     }
+    for (std::size_t b = 0; s == gguf_store::q5_0 && b < v.size(); b += 32) {  // ggml's quantize_row_q5_0_ref
+        float m = 0;
+        for (std::size_t j = 0; j < 32; ++j)
+            if (std::fabs(v[b + j]) > std::fabs(m)) m = v[b + j];
+        const float d = m / -16, id = d ? 1.0f / d : 0.0f;
+        const std::uint16_t h = to_half(d);
+        std::uint32_t qh = 0;
+        std::uint8_t qs[16];
+        for (std::size_t j = 0; j < 16; ++j) {
+            const auto x0 = static_cast<std::uint8_t>(std::min(31, static_cast<int>(static_cast<std::int8_t>(v[b + j] * id + 16.5f))));
+            const auto x1 = static_cast<std::uint8_t>(std::min(31, static_cast<int>(static_cast<std::int8_t>(v[b + j + 16] * id + 16.5f))));
+            qs[j] = static_cast<std::uint8_t>((x0 & 0xf) | (x1 & 0xf) << 4);
+            qh |= ((x0 & 0x10u) >> 4) << j | ((x1 & 0x10u) >> 4) << (j + 16);
+        }
+        put(&h, 2), put(&qh, 4), put(qs, 16);
+    }
+    for (std::size_t b = 0; s == gguf_store::q4_1 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_1_ref
+        float lo = v[b], hi = v[b];
+        for (std::size_t j = 0; j < 32; ++j) lo = std::min(lo, v[b + j]), hi = std::max(hi, v[b + j]);
+        const float d = (hi - lo) / 15, id = d ? 1.0f / d : 0.0f;
+        const std::uint16_t hd = to_half(d), hm = to_half(lo);
+        put(&hd, 2), put(&hm, 2);
+        for (std::size_t j = 0; j < 16; ++j) {
+            const auto x0 = static_cast<std::uint8_t>(std::min(15, static_cast<int>(static_cast<std::int8_t>((v[b + j] - lo) * id + 0.5f))));
+            const auto x1 = static_cast<std::uint8_t>(std::min(15, static_cast<int>(static_cast<std::int8_t>((v[b + j + 16] - lo) * id + 0.5f))));
+            const auto byte = static_cast<std::uint8_t>(x0 | x1 << 4);
+            put(&byte, 1);
+        }
+    }
     return out;
+}
+inline gg::ggml_type type_of(gguf_store s) {
+    constexpr gg::ggml_type t[] = {gg::ggml_type::f32,  gg::ggml_type::f16,  gg::ggml_type::bf16, gg::ggml_type::q4_0,
+                                   gg::ggml_type::q8_0, gg::ggml_type::q5_0, gg::ggml_type::q4_1};
+    return t[static_cast<int>(s)];
 }
 
 // The llama.cpp keys of Model, as its converter writes them.
@@ -185,8 +219,9 @@ template <class Model> gguf_writer llama_keys() {
 // Params p (Hugging Face's layout) as a llama.cpp GGUF: each tensor under its llama.cpp name, q/k
 // rows permuted when the model's RoPE is rotate-half, in format s (norms stay F32, as llama.cpp
 // keeps 1-D tensors); `skip` leaves a tensor out.
-template <class Model>
-gguf_writer llama_gguf(const typename Model::Params& p, gguf_store s = gguf_store::f32, std::string_view skip = {}, bool permute = true) {
+// (store_of(name): each 2-D tensor's format, a file that mixes them as llama.cpp's Q4_K_M does)
+template <class Model, class Choose>
+gguf_writer llama_gguf_by(const typename Model::Params& p, const Choose& store_of, std::string_view skip = {}, bool permute = true) {
     using C = typename Model::Stack::config;
     gguf_writer w = llama_keys<Model>();
     ct::for_each_tensor_as<ct::llama_cpp>(p, [&](std::string_view name, const auto& t) {
@@ -204,16 +239,18 @@ gguf_writer llama_gguf(const typename Model::Params& p, gguf_store s = gguf_stor
             }
             for (std::size_t c = 0; c < in; ++c) v[f * in + c] = static_cast<float>(t.get(o * in + c));
         }
-        const bool blocks = s == gguf_store::q4_0 || s == gguf_store::q8_0;
+        const gguf_store s = store_of(name);
+        const bool blocks = s != gguf_store::f32 && s != gguf_store::f16 && s != gguf_store::bf16;
         const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (blocks && in % 32 ? gguf_store::f32 : s);
-        const auto type = fmt == gguf_store::f32 ? gg::ggml_type::f32 : fmt == gguf_store::f16 ? gg::ggml_type::f16
-                        : fmt == gguf_store::bf16 ? gg::ggml_type::bf16 : fmt == gguf_store::q8_0 ? gg::ggml_type::q8_0
-                                                                        : gg::ggml_type::q4_0;
         std::vector<std::uint64_t> dims;
         for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
-        w.tensor_data(name, dims, type, encode(v, in, fmt));
+        w.tensor_data(name, dims, type_of(fmt), encode(v, in, fmt));
     });
     return w;
+}
+template <class Model>
+gguf_writer llama_gguf(const typename Model::Params& p, gguf_store s = gguf_store::f32, std::string_view skip = {}, bool permute = true) {
+    return llama_gguf_by<Model>(p, [s](std::string_view) { return s; }, skip, permute);
 }
 
 }  // namespace test

@@ -6,8 +6,8 @@
 //   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
 //                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
 // The files ctformer's quantized weights hold as stored (all-Q4_0: int4_group<32>; Q8_0:
-// int8_group<32>; Q6_K: int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M: int8_group_min<16>)
-// also run that way: weight-only (the dense model's logits
+// int8_group<32>; Q6_K: int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M: int8_group_min<16>,
+// and per tensor as the exporter prints them; Q4_0 with its Q6_K head, per tensor) also run that way: weight-only (the dense model's logits
 // to float rounding) and with int8 activations (llama.cpp's block-times-Q8 arithmetic; "vs dense
 // logits" is the measured difference).
 // Pass: float files (F32, F16, BF16): every position agrees or is a near-tie, ctformer's logit of
@@ -71,6 +71,19 @@ using Int8GM = Agree<ct::int8_group_min<16>>;
 using Int8GMA8 = Agree<ct::int8_group_min<16>, ct::int8_activations>;
 static Int8GM::Params int8gm;
 static Int8GMA8::Params int8gm_a8;
+// ... and each matrix in its own format, as tools/export.py and gguf_info print them for the k-quant
+// mixes (Q4_K/Q5_K in int8_group_min<32>, the Q6_K layers' v and down in int8_group_min<16>, the
+// Q6_K head in int8_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
+using PerTensor = Agree<ct::int8_group_min<32>, ct::v_weights<ct::int8_group_min<16>>, ct::down_weights<ct::int8_group_min<16>>,
+                        ct::head_weights<ct::int8_group<16>>>;
+using PerTensorA8 = Agree<ct::int8_group_min<32>, ct::int8_activations, ct::v_weights<ct::int8_group_min<16>>,
+                          ct::down_weights<ct::int8_group_min<16>>, ct::head_weights<ct::int8_group<16>>>;
+using Q40Mix = Agree<ct::int4_group<32>, ct::head_weights<ct::int8_group<16>>>;
+using Q40MixA8 = Agree<ct::int4_group<32>, ct::int8_activations, ct::head_weights<ct::int8_group<16>>>;
+static PerTensor::Params per_tensor;
+static PerTensorA8::Params per_tensor_a8;
+static Q40Mix::Params q40_mix;
+static Q40MixA8::Params q40_mix_a8;
 template <class M> struct rig {
     static inline typename M::template KVCache<1, 128> cache;
     static inline typename M::template GenerateWorkspace<4> gws;
@@ -213,6 +226,10 @@ int main(int argc, char** argv) {
             ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{});
         if (file == "agree_q4_k_m.gguf" || file == "agree_q5_k_m.gguf")
             ok = stored(int8gm, int8gm_a8, "int8_group_min<16>", std::type_identity<Int8GM>{}, std::type_identity<Int8GMA8>{});
+        if (ok && (file == "agree_q4_k_m.gguf" || file == "agree_q5_k_m.gguf" || file == "agree_ct_q4_k_m.gguf"))
+            ok = stored(per_tensor, per_tensor_a8, "per-tensor", std::type_identity<PerTensor>{}, std::type_identity<PerTensorA8>{});
+        if (file == "agree_q4_0.gguf")
+            ok = stored(q40_mix, q40_mix_a8, "per-tensor", std::type_identity<Q40Mix>{}, std::type_identity<Q40MixA8>{});
         if (!ok) return 1;
     }
     bool pass = !order.empty();

@@ -72,7 +72,41 @@ template <class F> struct int8_dot : F {
     static constexpr bool integer_dot = true;
     using weight_format = F;
 };
+
+// The weight matrices a format can be chosen for one by one (ct::weights' per-tensor overrides,
+// layer/config.hpp): a block's projections and the model's LM head (tied: the embedding too).
+namespace proj {
+struct q {}; struct k {}; struct v {}; struct o {}; struct gate {}; struct up {}; struct down {}; struct head {};
+}  // namespace proj
+template <class Role, class F> struct role_format {
+    using role = Role;
+    using format = F;
+};
+// Formats by weight matrix (a GGUF file mixes them: Q4_K_M is Q4_K, Q5_0, Q6_K and Q8_0 by tensor):
+// Default, except for the roles that a role_format<Role, F> among Overrides names.
+template <class Default, class... Overrides> struct per_tensor {
+    static constexpr const char* name = "per_tensor";
+    static constexpr std::size_t per_word = 1, group = 0;  // (each role's format checks its own)
+    static constexpr bool integer_dot = false;
+    using default_format = Default;
+};
+namespace detail {
+template <class Role, class Default, class... O> struct pick_format { using type = Default; };
+template <class Role, class Default, class O, class... Rest> struct pick_format<Role, Default, O, Rest...> {
+    using type = std::conditional_t<std::is_same_v<typename O::role, Role>, typename O::format,
+                                    typename pick_format<Role, Default, Rest...>::type>;
+};
+template <class M, class Role> struct role_format_of { using type = M; };
+template <class D, class... O, class Role> struct role_format_of<per_tensor<D, O...>, Role> {
+    using type = typename pick_format<Role, D, O...>::type;
+};
+}  // namespace detail
+// The format of weight matrix Role under M (a format, or a per_tensor map of them).
+template <class M, class Role> using role_format_t = typename detail::role_format_of<M, Role>::type;
+
 template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
+template <class D, class... O>
+inline constexpr bool is_quantized_format<per_tensor<D, O...>> = is_quantized_format<D> || (is_quantized_format<typename O::format> || ...);
 // Whether format F subtracts a minimum per group (int8_group_min, and int8_dot of it).
 template <class F> inline constexpr bool has_min = requires { F::has_min; };
 

@@ -18,6 +18,8 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <string_view>
 
 #include "gguf.hpp"
 #include "safetensors.hpp"
@@ -65,9 +67,9 @@ inline std::uint32_t small_block_n(const std::byte* qs, std::size_t j) {
 }
 }  // namespace detail
 
-// Q4_0 (d, n − 8 per 32), Q8_0 (d, q per 32), Q6_K (d·sc, q − 32 per 16): an integer times a
-// scale shared by a run — what ctformer's int4_group<32>, int8_group<32> and int8_group<16> weights
-// hold as stored.
+// Q4_0 (d, n − 8 per 32), Q5_0 (d, n − 16 per 32), Q8_0 (d, q per 32), Q6_K (d·sc, q − 32 per 16):
+// an integer times a scale shared by a run — what ctformer's int4_group<32> (Q4_0), int8_group<32>
+// (Q4_0, Q5_0, Q8_0) and int8_group<16> (all four) weights hold as stored.
 // Element i of such a tensor as (scale, integer): value = scale · integer, exactly as element() gives it.
 inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, float& scale) {
     const block_layout L = layout_of(t);
@@ -75,6 +77,8 @@ inline int integer_element(ggml_type t, const std::byte* p, std::uint64_t i, flo
     const std::size_t j = static_cast<std::size_t>(i % L.elems);
     if (t == ggml_type::q4_0) return scale = detail::half_at(b), static_cast<int>(detail::small_block_n(b + 2, j)) - 8;
     if (t == ggml_type::q8_0) return scale = detail::half_at(b), static_cast<std::int8_t>(detail::byte_at(b, 2 + j));
+    if (t == ggml_type::q5_0)
+        return scale = detail::half_at(b), static_cast<int>(detail::small_block_n(b + 6, j) | (detail::load<std::uint32_t>(b + 2) >> j & 1) << 4) - 16;
     // Q6_K: the scale d·sc rounded once (ggml's d * sc[is] * q evaluates (d·sc)·q)
     const std::size_t half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
     const std::uint32_t lo = quarter % 2 ? detail::byte_at(b + 64 * half, l + 32) : detail::byte_at(b + 64 * half, l);
@@ -95,9 +99,6 @@ inline int affine_element(ggml_type t, const std::byte* p, std::uint64_t i, floa
     switch (t) {
         case ggml_type::q4_1:
             return scale = detail::half_at(b), min = -detail::half_at(b + 2), static_cast<int>(detail::small_block_n(b + 4, j));
-        case ggml_type::q5_0:
-            scale = detail::half_at(b);
-            return static_cast<int>(detail::small_block_n(b + 6, j) | (detail::load<std::uint32_t>(b + 2) >> j & 1) << 4) - 16;
         case ggml_type::q5_1:
             scale = detail::half_at(b), min = -detail::half_at(b + 2);
             return static_cast<int>(detail::small_block_n(b + 8, j) | (detail::load<std::uint32_t>(b + 4) >> j & 1) << 4);
@@ -112,7 +113,7 @@ inline int affine_element(ggml_type t, const std::byte* p, std::uint64_t i, floa
             scale = detail::half_at(b) * static_cast<float>(sc), min = detail::half_at(b + 2) * static_cast<float>(m);
             return static_cast<int>(n);
         }
-        default: return integer_element(t, p, i, scale);  // Q4_0, Q8_0, Q6_K
+        default: return integer_element(t, p, i, scale);  // Q4_0, Q5_0, Q8_0, Q6_K
     }
 }
 
@@ -131,6 +132,47 @@ inline float element(ggml_type t, const std::byte* p, std::uint64_t i) {
             return scale * static_cast<float>(n) - min;
         }
     }
+}
+
+// ---- Which ctformer weight format holds a file's tensors as stored (tools/export.py, gguf_info) ----
+
+// A Llama's weight matrices in the order of ct::weights' overrides (q_weights ... head_weights).
+inline constexpr const char* matrix_names[8] = {"q", "k", "v", "o", "gate", "up", "down", "head"};
+// Which of them tensor `name` (llama.cpp's names) is: its index, or -1 (norms; token_embd unless
+// the file's head is tied to it).
+constexpr int matrix_of(std::string_view name, bool tied) {
+    if (name == "output.weight" || (tied && name == "token_embd.weight")) return 7;
+    constexpr std::string_view keys[7] = {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                                          ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"};
+    for (int i = 0; i < 7; ++i)
+        if (name.starts_with("blk.") && name.ends_with(keys[i])) return i;
+    return -1;
+}
+// The weight format that holds every tensor whose ggml format is in `types` (bits 1 << ggml_type)
+// as stored, the fewest bits a weight first; nullptr where some format is not read.
+constexpr const char* stored_format(std::uint64_t types) {
+    auto bit = [](ggml_type t) { return std::uint64_t{1} << static_cast<unsigned>(t); };
+    auto within = [&](std::initializer_list<ggml_type> ok) {
+        std::uint64_t m = 0;
+        for (ggml_type t : ok) m |= bit(t);
+        return (types & ~m) == 0;
+    };
+    for (unsigned t = 0; t < 64; ++t)
+        if ((types >> t & 1) && !supported(static_cast<ggml_type>(t))) return nullptr;
+    if (types == bit(ggml_type::bf16)) return "ct::bf16";
+    if (types & (bit(ggml_type::f32) | bit(ggml_type::f16) | bit(ggml_type::bf16))) return "ct::dense";
+    if (within({ggml_type::q4_0})) return "ct::int4_group<32>";
+    if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0})) return "ct::int8_group<32>";
+    if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0, ggml_type::q6_k})) return "ct::int8_group<16>";
+    return types & bit(ggml_type::q6_k) ? "ct::int8_group_min<16>" : "ct::int8_group_min<32>";
+}
+// Each matrix's stored_format over the file's tensors (by matrix_names' order).
+template <class File> void stored_formats(const File& g, const char* (&out)[8]) {
+    std::uint64_t types[8] = {};
+    const bool tied = g.find_tensor("output.weight") == nullptr;
+    for (std::size_t i = 0; i < g.tensors(); ++i)
+        if (const int m = matrix_of(g.tensor(i).name, tied); m >= 0) types[m] |= std::uint64_t{1} << (static_cast<unsigned>(g.tensor(i).type) % 64);
+    for (int m = 0; m < 8; ++m) out[m] = types[m] ? stored_format(types[m]) : "ct::dense";
 }
 
 }  // namespace ctformer::gguf

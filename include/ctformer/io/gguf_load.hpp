@@ -19,11 +19,14 @@
 // Q5_1, Q4_K, Q5_K, Q6_K), each tensor in its own (a Q4_K_M file mixes Q4_K and Q6_K), decoded to
 // the value ggml's dequantizer gives. Into dense weights any of them; into a quantized weight
 // format (ct::weights<F>) float values are quantized at load as from safetensors, and the block
-// formats go in as stored (the same numbers): Q4_0 into int4_group<32>, Q8_0 into int8_group<32>
-// (−128 is value_out_of_range: the int8 kernels' range is [−127, 127]), Q6_K into int8_group<16>,
-// and every block format into int8_group_min<16> (a scale, an integer and a minimum per 16: a
-// Q4_K_M file, which mixes Q4_K and Q6_K, in one format); another block format into a quantized
-// format is errc::wrong_dtype (quantizing twice loses what the file kept).
+// formats go in as stored (the same numbers): Q4_0 into int4_group<32>; Q4_0, Q5_0 and Q8_0 into
+// int8_group<32> (Q8_0's −128 is value_out_of_range: the int8 kernels' range is [−127, 127]); these
+// and Q6_K into int8_group<16>; every block format into int8_group_min<16> (a scale, an integer
+// and a minimum per 16). Each tensor goes into its own matrix's format: a type with per-tensor
+// formats (ct::weights<F, ct::down_weights<F2>, ...>, as tools/export.py prints them from the
+// file) keeps a Q4_K_M file's mix — Q5_0 and Q8_0 tensors in int8_group<32>, the Q4_K/Q6_K
+// down projections in int8_group_min<16>. Another block format into a quantized format is
+// errc::wrong_dtype naming the tensor (quantizing twice loses what the file kept).
 //
 // RoPE layout: llama.cpp's converter permutes each head's q and k rows from Hugging Face's
 // rotate-half order to the interleaved pairs its RoPE rotates; a type with rotate-half RoPE (the
@@ -163,15 +166,19 @@ template <class P, class G> status check_llama_config(const G& g) {
 template <class F> struct base_format { using type = F; };
 template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
 template <class F> using base_format_t = typename base_format<F>::type;
-// Whether weight format F holds ggml format t as stored: Q4_0 in int4_group<32>, Q8_0 in
-// int8_group<32>, Q6_K in int8_group<16>, every block format in int8_group_min<16> (and all but
-// Q6_K in int8_group_min<32>) — each with int8 activations too.
+// Whether weight format F holds ggml format t as stored (a scale per group, an integer per weight):
+// Q4_0 in int4_group<G> (G = 8, 16, 32); Q4_0, Q5_0 and Q8_0 in int8_group<16 or 32>, Q6_K in
+// int8_group<16>; every block format in int8_group_min<16> (all but Q6_K in int8_group_min<32>) —
+// each with int8 activations too.
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
     if (is_float(t) || !supported(t)) return false;
     if constexpr (has_min<B>) return B::group == 16 || (B::group == 32 && t != ggml_type::q6_k);
-    return (std::is_same_v<B, int4_group<32>> && t == ggml_type::q4_0) || (std::is_same_v<B, int8_group<32>> && t == ggml_type::q8_0) ||
-           (std::is_same_v<B, int8_group<16>> && t == ggml_type::q6_k);
+    else if constexpr (B::per_word == 8 && B::group > 0) return t == ggml_type::q4_0 && 32 % B::group == 0;
+    else if constexpr (B::per_word == 4 && B::group > 0)
+        return (B::group <= 32 && (t == ggml_type::q4_0 || t == ggml_type::q5_0 || t == ggml_type::q8_0)) ||
+               (B::group == 16 && t == ggml_type::q6_k);
+    else return false;
 }
 
 // Where a parameter's values come from: a tensor of the file, with a row map undoing the q/k
@@ -247,7 +254,8 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
 }
 
 // Block-format rows into the weight format that holds them as stored (the check accepted them):
-// each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q8_0: d, q; Q6_K: d·sc, q − 32).
+// each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q5_0: d, n − 16; Q8_0: d, q;
+// Q6_K: d·sc, q − 32); a group shorter than the file's run repeats its scale.
 template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;

@@ -118,11 +118,46 @@ struct no_lora {
 };
 struct float_activations {};
 struct int8_activations {};
-template <class F, class A = float_activations> struct weights {
-    static_assert(std::is_same_v<A, float_activations> || std::is_same_v<A, int8_activations>,
-                  "ctformer: ct::weights<F, A>: A is ct::float_activations or ct::int8_activations");
+// Per-tensor overrides: ct::weights<F, ..., ct::down_weights<F2>, ct::head_weights<F3>> stores
+// those matrices in their own format and every other one in F (a GGUF file's mix, as
+// tools/export.py prints it; int8_activations applies to each integer format of the mix).
+template <class F> struct q_weights : role_format<proj::q, F> {};
+template <class F> struct k_weights : role_format<proj::k, F> {};
+template <class F> struct v_weights : role_format<proj::v, F> {};
+template <class F> struct o_weights : role_format<proj::o, F> {};
+template <class F> struct gate_weights : role_format<proj::gate, F> {};
+template <class F> struct up_weights : role_format<proj::up, F> {};    // (a plain FFN's linear1)
+template <class F> struct down_weights : role_format<proj::down, F> {};  // (a plain FFN's linear2)
+template <class F> struct head_weights : role_format<proj::head, F> {};  // the LM head (tied: the embedding)
+namespace detail {
+template <class X> concept role_override = requires { typename X::role; typename X::format; };
+template <class X> concept activation_kind = std::is_same_v<X, float_activations> || std::is_same_v<X, int8_activations>;
+template <bool A8, class F> struct with_activations { using type = F; };
+template <class F>
+    requires requires { F::scaled; }
+struct with_activations<true, F> { using type = std::conditional_t<F::scaled, int8_dot<F>, F>; };
+template <class R, class... O> inline constexpr std::size_t role_count = (std::size_t{0} + ... + std::is_same_v<typename O::role, R>);
+template <class... E> struct entries {};
+template <class... A, class... B> constexpr entries<A..., B...> operator+(entries<A...>, entries<B...>) { return {}; }
+template <bool A8, class X> struct entry_of { using type = entries<>; };  // (the activations' marker)
+template <bool A8, role_override X> struct entry_of<A8, X> {
+    using type = entries<role_format<typename X::role, typename with_activations<A8, typename X::format>::type>>;
+};
+template <class D, class E> struct mix_with;
+template <class D, class... E> struct mix_with<D, entries<E...>> { using type = per_tensor<D, E...>; };
+}  // namespace detail
+template <class F, class... More> struct weights {
+    static_assert(((detail::activation_kind<More> || detail::role_override<More>) && ...),
+                  "ctformer: ct::weights<F, A, Overrides...>: A is ct::float_activations or ct::int8_activations, an "
+                  "override is ct::q_weights<F2>, k_, v_, o_, gate_, up_, down_ or head_weights<F2>");
+    static_assert((std::size_t{0} + ... + detail::activation_kind<More>) <= 1, "ctformer: ct::weights: the activations are given twice");
     using option_tag = tag::weights;
-    using type = std::conditional_t<std::is_same_v<A, int8_activations>, int8_dot<F>, F>;
+    static constexpr bool a8 = (std::is_same_v<More, int8_activations> || ...);
+    static constexpr bool mixed = (detail::role_override<More> || ...);
+    using mix = typename detail::mix_with<typename detail::with_activations<a8, F>::type,
+                                          decltype((detail::entries<>{} + ... + typename detail::entry_of<a8, More>::type{}))>::type;
+    // (no overrides: F, or int8_dot<F> — whose check names bf16 and dense as errors)
+    using type = std::conditional_t<mixed, mix, std::conditional_t<a8, int8_dot<F>, F>>;
 };
 
 namespace detail {
@@ -185,6 +220,8 @@ template <class... Opts> struct config {
         ctformer::separate_qkv<kv_heads != heads || std::is_same_v<names_type, hugging_face>>, Opts...>::value;
     using weight_format = typename detail::pick<tag::weights, weights<dense>, Opts...>::type;
     static constexpr bool quantized = is_quantized_format<weight_format>;
+    // Weight matrix Role's format (ct::weights' per-tensor overrides, or the one format).
+    template <class Role> using format_of = role_format_t<weight_format, Role>;
     using cache_format = typename detail::pick<tag::kv_cache, kv_cache<dense>, Opts...>::type;
     using cache_element = cache_element_t<value_type, cache_format>;  // what a KV cache stores
     using lora_type = typename detail::pick<tag::lora, no_lora, Opts...>;
@@ -219,11 +256,26 @@ template <class... Opts> struct config {
                   "ctformer: bf16 KV caches (ct::kv_cache<ct::bf16>) are for float layers: drop ct::dtype<double>");
     static_assert(!quantized || std::is_same_v<value_type, float>,
                   "ctformer: quantized weights (ct::weights<...>) run float layers: drop ct::dtype<double>");
-    static_assert(d_model % weight_format::per_word == 0 && ffn_dim % weight_format::per_word == 0,
-                  "ctformer: quantized weights pack 32 bits of inputs per word: d_model and ffn_dim must be multiples of "
-                  "2 (bf16), 4 (int8) or 8 (int4)");
-    static_assert(weight_format::group == 0 || (d_model % weight_format::group == 0 && ffn_dim % weight_format::group == 0),
-                  "ctformer: the int4 group size must divide the input features (d_model and ffn_dim)");
+  private:
+    using roles = detail::entries<proj::q, proj::k, proj::v, proj::o, proj::gate, proj::up, proj::down, proj::head>;
+    template <class R> static constexpr std::size_t inputs_of = std::is_same_v<R, proj::down> ? ffn_dim : d_model;
+    template <class... R> static constexpr bool words_fit(detail::entries<R...>) { return ((inputs_of<R> % format_of<R>::per_word == 0) && ...); }
+    template <class... R> static constexpr bool groups_fit(detail::entries<R...>) {
+        return ((format_of<R>::group == 0 || inputs_of<R> % format_of<R>::group == 0) && ...);
+    }
+    template <class X> static constexpr bool once_each(std::type_identity<X>) { return true; }
+    template <class D, class... O> static constexpr bool once_each(std::type_identity<per_tensor<D, O...>>) {
+        return ((detail::role_count<typename O::role, O...> == 1) && ...);
+    }
+
+  public:
+    static_assert(words_fit(roles{}), "ctformer: quantized weights pack 32 bits of inputs per word: d_model and ffn_dim must be "
+                                      "multiples of 2 (bf16), 4 (int8) or 8 (int4)");
+    static_assert(groups_fit(roles{}), "ctformer: the int4 group size must divide the input features (d_model and ffn_dim)");
+    static_assert(once_each(std::type_identity<weight_format>{}), "ctformer: ct::weights: a weight matrix's format is given twice");
+    static_assert(separate_qkv || (std::is_same_v<format_of<proj::q>, format_of<proj::k>> && std::is_same_v<format_of<proj::q>, format_of<proj::v>>),
+                  "ctformer: the packed in-projection (nn.MultiheadAttention's in_proj_weight) is one matrix: q, k and v "
+                  "take one format (ct::separate_qkv<true> for three)");
 
     static_assert(!has_lora || lora_rank > 0, "ctformer: ct::lora<R, Alpha, Targets>: the rank R must be positive");
     static_assert(!has_lora || lora_alpha > 0, "ctformer: ct::lora<R, Alpha, Targets>: Alpha must be positive");
@@ -261,7 +313,7 @@ template <class... Opts> struct config {
         }
         field("param_names", names_type::label);
         field("weight_format", weight_format::name);  // (a dense file loads into any format: quantized at load)
-        if constexpr (weight_format::group > 0) field("weight_group", weight_format::group);
+        if constexpr (weight_format::group > 0) field("weight_group", weight_format::group);  // (per_tensor: its name only)
     }
 };
 

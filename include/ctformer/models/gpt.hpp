@@ -65,16 +65,16 @@ template <class StackP, std::size_t V, std::size_t Ctx, class Positions, bool Ti
 // (none when tied), named by the table Names (layer/names.hpp): this library's GPT names (wte,
 // wpe, transformer.*, lm_head), Hugging Face Llama's (model.embed_tokens, model.layers.{i},
 // model.norm, lm_head), GPT-2's. Fmt: the weights' format (the blocks'), the LM head's too (tied:
-// the embedding's).
+// the embedding's; a per_tensor map: its head role's).
 template <class T, std::size_t V, std::size_t Ctx, std::size_t D, class StackP, bool Tied, class Positions, class Fmt,
           class Names>
 struct ModelParams : described_model<StackP, V, Ctx, Positions, Tied> {
     static constexpr const char* kind = std::is_same_v<Names, hugging_face> ? "llama" : "gpt";
     using role = role::model;
     using names = Names;
-    using tok_t = EmbeddingParams<T, V, D, Tied, Fmt>;
+    using tok_t = EmbeddingParams<T, V, D, Tied, role_format_t<Fmt, proj::head>>;
     using pos_t = std::conditional_t<std::is_same_v<Positions, learned>, EmbeddingParams<T, Ctx, D, false>, absent>;
-    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, Fmt>>;
+    using head_t = std::conditional_t<Tied, absent, LinearParams<T, V, D, false, role_format_t<Fmt, proj::head>>>;
     BOOST_HANA_DEFINE_STRUCT(ModelParams, (tok_t, tok_embeddings), (pos_t, pos_embeddings), (StackP, stack),
                              (head_t, lm_head));
 };

@@ -14,13 +14,14 @@
 namespace ctformer {
 
 // torch.nn.MultiheadAttention with packed in-projection: in_proj_weight (3D, D) = rows Wq; Wk; Wv
-// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory).
+// (three segments: cross-attention uses Wq alone and Wk|Wv on the memory). Fmt: a weight format
+// or a per_tensor map (core/quant.hpp: q's format is the in-projection's, o's out_proj's).
 template <class T, std::size_t D, bool Bias, class Fmt = dense> struct MultiheadAttentionParams;
 template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, true, Fmt> {
     using role = role::attention;
-    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
+    using in_w_t = weight_storage_t<role_format_t<Fmt, proj::q>, T, 3 * D, D, D>;
     using in_b_t = Tensor<T, 3 * D>;
-    using out_t = LinearParams<T, D, D, true, Fmt>;
+    using out_t = LinearParams<T, D, D, true, role_format_t<Fmt, proj::o>>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (in_b_t, in_proj_bias),
                              (out_t, out_proj));
     constexpr const T* in_bias_data() const { return in_proj_bias.data(); }
@@ -28,8 +29,8 @@ template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, 
 };
 template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, D, false, Fmt> {
     using role = role::attention;
-    using in_w_t = weight_storage_t<Fmt, T, 3 * D, D, D>;
-    using out_t = LinearParams<T, D, D, false, Fmt>;
+    using in_w_t = weight_storage_t<role_format_t<Fmt, proj::q>, T, 3 * D, D, D>;
+    using out_t = LinearParams<T, D, D, false, role_format_t<Fmt, proj::o>>;
     BOOST_HANA_DEFINE_STRUCT(MultiheadAttentionParams, (in_w_t, in_proj_weight), (out_t, out_proj));
     constexpr const T* in_bias_data() const { return nullptr; }
     constexpr T* in_bias_data() { return nullptr; }
@@ -39,10 +40,11 @@ template <class T, std::size_t D, class Fmt> struct MultiheadAttentionParams<T, 
 // for Dkv = kv_heads · head_dim, o_proj (D, D).
 template <class T, std::size_t D, std::size_t Dkv, bool Bias, class Fmt = dense> struct SeparateAttentionParams {
     using role = role::attention;
-    using q_t = LinearParams<T, D, D, Bias, Fmt>;
-    using kv_t = LinearParams<T, Dkv, D, Bias, Fmt>;
-    using o_t = LinearParams<T, D, D, Bias, Fmt>;
-    BOOST_HANA_DEFINE_STRUCT(SeparateAttentionParams, (q_t, q_proj), (kv_t, k_proj), (kv_t, v_proj), (o_t, o_proj));
+    using q_t = LinearParams<T, D, D, Bias, role_format_t<Fmt, proj::q>>;
+    using k_t = LinearParams<T, Dkv, D, Bias, role_format_t<Fmt, proj::k>>;
+    using v_t = LinearParams<T, Dkv, D, Bias, role_format_t<Fmt, proj::v>>;
+    using o_t = LinearParams<T, D, D, Bias, role_format_t<Fmt, proj::o>>;
+    BOOST_HANA_DEFINE_STRUCT(SeparateAttentionParams, (q_t, q_proj), (k_t, k_proj), (v_t, v_proj), (o_t, o_proj));
 };
 
 // ---- Attention score scale: scores = q·kᵀ · scale. ----

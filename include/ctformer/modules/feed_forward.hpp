@@ -20,8 +20,8 @@ namespace ctformer {
 // linear1 (F, D) and linear2 (D, F) (TransformerDecoderLayer's names, at its level: layer/names.hpp).
 template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct FeedForwardParams {
     using role = role::ffn;
-    using lin1_t = LinearParams<T, F, D, Bias, Fmt>;
-    using lin2_t = LinearParams<T, D, F, Bias, Fmt>;
+    using lin1_t = LinearParams<T, F, D, Bias, role_format_t<Fmt, proj::up>>;  // (Fmt: a format or a per_tensor map)
+    using lin2_t = LinearParams<T, D, F, Bias, role_format_t<Fmt, proj::down>>;
     BOOST_HANA_DEFINE_STRUCT(FeedForwardParams, (lin1_t, linear1), (lin2_t, linear2));
 };
 
@@ -29,9 +29,10 @@ template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> s
 // (F, D), down_proj (D, F).
 template <class T, std::size_t D, std::size_t F, bool Bias, class Fmt = dense> struct GatedFeedForwardParams {
     using role = role::ffn;
-    using in_t = LinearParams<T, F, D, Bias, Fmt>;
-    using out_t = LinearParams<T, D, F, Bias, Fmt>;
-    BOOST_HANA_DEFINE_STRUCT(GatedFeedForwardParams, (in_t, gate_proj), (in_t, up_proj), (out_t, down_proj));
+    using gate_t = LinearParams<T, F, D, Bias, role_format_t<Fmt, proj::gate>>;  // (Fmt: a format or a per_tensor map)
+    using up_t = LinearParams<T, F, D, Bias, role_format_t<Fmt, proj::up>>;
+    using out_t = LinearParams<T, D, F, Bias, role_format_t<Fmt, proj::down>>;
+    BOOST_HANA_DEFINE_STRUCT(GatedFeedForwardParams, (gate_t, gate_proj), (up_t, up_proj), (out_t, down_proj));
 };
 
 }  // namespace ctformer
