@@ -44,9 +44,12 @@ using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activa
 // llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
 using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
 using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
-// llama.cpp's Q4_K_M mix as stored (ct::load_gguf: every block format into int8_group_min<16>)
-using StoriesQ4KM = Stories<6, ct::weights<ct::int8_group_min<16>>>;
-using StoriesQ4KMA8 = Stories<6, ct::weights<ct::int8_group_min<16>, ct::int8_activations>>;
+// llama.cpp's Q4_K_M mix as stored, per tensor as tools/export.py prints it (stories15M: Q5_0 and Q8_0 in
+// int8_group<32>, the Q4_K/Q6_K down projections in int8_group_min<16>)
+using StoriesQ4KM = Stories<6, ct::weights<ct::int8_group<32>, ct::down_weights<ct::int8_group_min<16>>>>;
+using StoriesQ4KMA8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int8_group_min<16>>>>;
+// (the file in one format that holds every tensor: the 33rd session's form, for the comparison)
+using StoriesQ4KMOneA8 = Stories<6, ct::weights<ct::int8_group_min<16>, ct::int8_activations>>;
 // A model whose quantized weights exceed the last-level cache: Q8_0 as stored, with int8 activations
 using Llama335MQ8A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int8_group<32>, ct::int8_activations>>;
@@ -185,6 +188,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KM>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
+    add("decode/stories15M_q4_k_m_one_format_a8/generate",
+        [](benchmark::State& st) { BM_generate<StoriesQ4KMOneA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
     add("sample/vocab32000/greedy", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0}); });

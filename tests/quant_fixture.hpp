@@ -48,7 +48,7 @@ inline double check_rel(const char* what, const float* got, const float* want, s
     return err / scale;
 }
 
-// A minimum per group (int8_group_min): random values of the scales' order (up to 40 steps), so the
+// A minimum per group (int8_group_min, int4_group_min): random values of the scales' order (up to 40 steps), so the
 // kernels' subtraction is seen; the other formats are left as they are.
 template <class W> void random_minimums(W& w, unsigned seed) {
     if constexpr (ct::has_min<typename W::format>) {
@@ -57,7 +57,8 @@ template <class W> void random_minimums(W& w, unsigned seed) {
             for (std::size_t k = 0; k < W::in_features; k += W::format::group) {
                 x = x * 1664525u + 1013904223u;
                 const float u = static_cast<float>((x >> 8) % 2001) / 1000.f - 1.f;
-                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * 40.f;
+                // (levels 0..15: a minimum of up to 15 steps, the values' range as a real group's)
+                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * (ct::unsigned_levels<typename W::format> ? 15.f : 40.f);
             }
     }
 }
@@ -65,6 +66,7 @@ template <class W> void random_minimums(W& w, unsigned seed) {
 template <class Fmt> const char* fmt_name() {
     if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
     else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else if constexpr (ct::unsigned_levels<Fmt>) return "int4_group_min";
     else if constexpr (ct::has_min<Fmt>) return "int8_group_min";
     else if constexpr (Fmt::per_word == 4) return "int8_group";
     else return "int4";

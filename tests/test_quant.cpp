@@ -22,8 +22,8 @@ using namespace quant_test;
 // ---- Storage: quantize, dequantize, edge cases ----
 
 TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>) {
-    constexpr bool int4 = Fmt::per_word == 8;
+                   ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>, ct::int4_group_min<32>) {
+    constexpr bool int4 = Fmt::per_word == 8 && !ct::unsigned_levels<Fmt>, levels = ct::unsigned_levels<Fmt>;
     constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
@@ -47,15 +47,26 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         }
     for (std::size_t k = 0; k < In; ++k) CHECK(w.get(5 * In + k) == 0.f);
     CHECK(std::fabs(w.get(9 * In + 40) - 1e30) <= 1e30 * 0x1p-8);
-    // every other value in the huge value's row (int8) or group (int4) rounds to zero
+    // every other value in the huge value's row (int8) or group (int4) rounds to zero (levels from
+    // the minimum: to the group's minimum)
     if constexpr (!std::is_same_v<Fmt, ct::bf16>) {
         const std::size_t k0 = Fmt::group ? 40 / Fmt::group * Fmt::group : 0, k1 = Fmt::group ? k0 + Fmt::group : In;
+        float lo = 0;
+        for (std::size_t k = k0; k < k1; ++k) lo = std::min(lo, v[9 * In + k]);
         for (std::size_t k = k0; k < k1; ++k)
-            if (k != 40) CHECK(w.get(9 * In + k) == 0.f);
+            if (k != 40) CHECK(w.get(9 * In + k) == (levels ? lo : 0.f));
+    }
+    // levels from the minimum use all 16 (llama.cpp's Q4_1 rule): s = (max - min) / 15, m = -min
+    if constexpr (levels) {
+        const std::size_t o = 2;
+        double lo = v[o * In], hi = lo;
+        for (std::size_t k = 0; k < Fmt::group; ++k) lo = std::min(lo, double(v[o * In + k])), hi = std::max(hi, double(v[o * In + k]));
+        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx((hi - lo) / 15).epsilon(1e-6));
+        CHECK(double(w.mins[W::scale_index(o, 0)]) == doctest::Approx(-lo).epsilon(1e-6));
     }
     // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule); int8
     // groups put it at ±127 steps (Q8_0's rule)
-    if constexpr (Fmt::group > 0 && !int4) {
+    if constexpr (Fmt::group > 0 && !int4 && !levels) {
         const std::size_t o = 2;
         double m = 0;
         for (std::size_t k = 0; k < Fmt::group; ++k) m = std::max(m, std::fabs(double(v[o * In + k])));
@@ -114,7 +125,7 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
 // (one int4 group size across this file's kernels and models: every kernel instantiation is
 // compiled once per format and activation, and this suite is built for every ISA in CI)
 TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>) {
+                   ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>, ct::int4_group_min<16>) {
     kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }
@@ -122,7 +133,8 @@ TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized p
 // dX (+)= dY · W through quantized panels (adapters train over quantized bases) against the double
 // reference over get(): every row count the GEMM dispatches differently, two K blocks, edge panels.
 TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its scalar reference", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>) {
+                   ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>,
+                   ct::int4_group_min<16>) {
     constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = 320;
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
@@ -137,7 +149,9 @@ TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its sc
             std::vector<float> c = c0, want = c0;
             ct::kernels::gemm_nt_quant(M, In, Out, a.data(), Out, w.panels(), c.data(), In, block, pack, accumulate);
             ct::kernels::gemm_nt_quant_reference(M, a.data(), Out, w, want.data(), In, accumulate);
-            CHECK_CLOSE(fmt_name<Fmt>() << " M " << M << " accumulate " << accumulate, c.data(), want.data(), c.size(), 2e-5);
+            // (float sums of 67 terms; levels with a minimum reach twice int4's magnitudes: twice the rounding)
+            CHECK_CLOSE(fmt_name<Fmt>() << " M " << M << " accumulate " << accumulate, c.data(), want.data(), c.size(),
+                        ct::unsigned_levels<Fmt> ? 4e-5 : 2e-5);
         }
 }
 

@@ -27,6 +27,7 @@ using I8 = ct::int8_dot<ct::int8_per_channel>;
 using I4 = ct::int8_dot<ct::int4_group<16>>;
 using I8G = ct::int8_dot<ct::int8_group<16>>;  // (GGUF's Q6_K as stored; Q8_0 is int8_group<32>)
 using I8GM = ct::int8_dot<ct::int8_group_min<16>>;  // (any GGUF block format as stored)
+using I4GM = ct::int8_dot<ct::int4_group_min<16>>;  // (GGUF's Q4_K, Q4_1 as stored)
 
 std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
     const std::int32_t b = (w >> (8 * j)) & 0xff;
@@ -205,7 +206,7 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
     }
 }
 
-TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I8GM, I4) {
+TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I8GM, I4, I4GM) {
     constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
     int8_kernel_case<Fmt, 3 * NR + 5, 1056>();  // K in two chunks (five in compact builds), an edge panel
     int8_kernel_case<Fmt, 8, 64>();             // one partial panel

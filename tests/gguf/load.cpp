@@ -240,8 +240,9 @@ test::gguf_store mixed_store(std::string_view name) {
     if (name == "blk.1.ffn_down.weight") return S::q4_0;
     return S::q5_0;
 }
-using Mixed = Wide<ct::weights<ct::int8_group<32>, ct::down_weights<ct::int8_group_min<32>>>>;
-using MixedA8 = Wide<ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int8_group_min<32>>>>;
+using Mixed = Wide<ct::weights<ct::int8_group<32>, ct::down_weights<ct::int4_group_min<32>>>>;
+using MixedA8 = Wide<ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int4_group_min<32>>>>;
+using MixedWide = Wide<ct::weights<ct::int8_group<16>, ct::down_weights<ct::int8_group_min<32>>, ct::head_weights<ct::int8_group_min<16>>>>;
 }  // namespace
 
 TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by tensor, as stored, and compute the dense model") {
@@ -256,15 +257,17 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     const char* f[8];
     gg::stored_formats(g, f);
     const std::string want[8] = {"ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>",
-                                 "ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group_min<32>", "ct::int8_group<32>"};
+                                 "ct::int8_group<32>", "ct::int8_group<32>", "ct::int4_group_min<32>", "ct::int8_group<32>"};
     for (int m = 0; m < 8; ++m) CHECK_MESSAGE(std::string(f[m]) == want[m], gg::matrix_names[m]);
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int8_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 8)) == "ct::int8_group<16>");
     CHECK(std::string(gg::stored_format(1u << 30)) == "ct::bf16");
     CHECK(std::string(gg::stored_format(1u << 30 | 1u << 8)) == "ct::dense");
+    CHECK(std::string(gg::stored_format(1u << 12)) == "ct::int4_group_min<32>");  // Q4_K alone
     CHECK(gg::stored_format(1u << 10) == nullptr);  // Q2_K: not read
-    as_stored_equals_dense<Mixed>(bytes, src);
+    as_stored_equals_dense<Mixed>(bytes, src);  // (Q4_1's d, n, -m and Q4_0's d, n, 8d in 4-bit levels)
     as_stored_equals_dense<MixedA8>(bytes, src);
+    as_stored_equals_dense<MixedWide>(bytes, src);  // (wider formats hold them too)
     static Mixed::Params m;
     REQUIRE(ct::load_gguf(m, g).ok());
     REQUIRE(ct::load_gguf(dense, g).ok());

@@ -72,12 +72,16 @@ using Int8GMA8 = Agree<ct::int8_group_min<16>, ct::int8_activations>;
 static Int8GM::Params int8gm;
 static Int8GMA8::Params int8gm_a8;
 // ... and each matrix in its own format, as tools/export.py and gguf_info print them for the k-quant
-// mixes (Q4_K/Q5_K in int8_group_min<32>, the Q6_K layers' v and down in int8_group_min<16>, the
-// Q6_K head in int8_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
-using PerTensor = Agree<ct::int8_group_min<32>, ct::v_weights<ct::int8_group_min<16>>, ct::down_weights<ct::int8_group_min<16>>,
-                        ct::head_weights<ct::int8_group<16>>>;
-using PerTensorA8 = Agree<ct::int8_group_min<32>, ct::int8_activations, ct::v_weights<ct::int8_group_min<16>>,
-                          ct::down_weights<ct::int8_group_min<16>>, ct::head_weights<ct::int8_group<16>>>;
+// mixes (Q4_K in int4_group_min<32>, Q5_K in int8_group_min<32>, the Q6_K layers' v and down in
+// int8_group_min<16>, the Q6_K head in int8_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
+template <class F, class... A> using KMix = Agree<F, A..., ct::v_weights<ct::int8_group_min<16>>, ct::down_weights<ct::int8_group_min<16>>,
+                                                  ct::head_weights<ct::int8_group<16>>>;
+using PerTensor = KMix<ct::int4_group_min<32>>;
+using PerTensorA8 = KMix<ct::int4_group_min<32>, ct::int8_activations>;
+using PerTensor5 = KMix<ct::int8_group_min<32>>;
+using PerTensor5A8 = KMix<ct::int8_group_min<32>, ct::int8_activations>;
+static PerTensor5::Params per_tensor5;
+static PerTensor5A8::Params per_tensor5_a8;
 using Q40Mix = Agree<ct::int4_group<32>, ct::head_weights<ct::int8_group<16>>>;
 using Q40MixA8 = Agree<ct::int4_group<32>, ct::int8_activations, ct::head_weights<ct::int8_group<16>>>;
 static PerTensor::Params per_tensor;
@@ -226,8 +230,10 @@ int main(int argc, char** argv) {
             ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{});
         if (file == "agree_q4_k_m.gguf" || file == "agree_q5_k_m.gguf")
             ok = stored(int8gm, int8gm_a8, "int8_group_min<16>", std::type_identity<Int8GM>{}, std::type_identity<Int8GMA8>{});
-        if (ok && (file == "agree_q4_k_m.gguf" || file == "agree_q5_k_m.gguf" || file == "agree_ct_q4_k_m.gguf"))
+        if (ok && (file == "agree_q4_k_m.gguf" || file == "agree_ct_q4_k_m.gguf"))
             ok = stored(per_tensor, per_tensor_a8, "per-tensor", std::type_identity<PerTensor>{}, std::type_identity<PerTensorA8>{});
+        if (ok && file == "agree_q5_k_m.gguf")
+            ok = stored(per_tensor5, per_tensor5_a8, "per-tensor", std::type_identity<PerTensor5>{}, std::type_identity<PerTensor5A8>{});
         if (file == "agree_q4_0.gguf")
             ok = stored(q40_mix, q40_mix_a8, "per-tensor", std::type_identity<Q40Mix>{}, std::type_identity<Q40MixA8>{});
         if (!ok) return 1;

@@ -64,6 +64,12 @@ template <std::size_t G> struct int4_group {
     static constexpr std::size_t per_word = 8, group = G;
     static constexpr bool scaled = true, integer_dot = false;
 };
+// Levels 0..15 with a scale and a minimum per group (llama.cpp's Q4_1 rule from floats; GGUF's
+// Q4_K and Q4_1 as stored, Q4_0 as (d, n, 8d)): w = s · q − m, half a byte (+ 8 per G).
+template <std::size_t G> struct int4_group_min : int4_group<G> {
+    static constexpr const char* name = "int4_group_min";
+    static constexpr bool has_min = true, unsigned_levels = true;
+};
 // F's weights times activations quantized to int8 per block (kernels/gemv_int8.hpp): integer dot
 // products in the inner loop, the activations' rounding added to the weights'. Same storage,
 // files and name as F; spelled ct::weights<F, ct::int8_activations>.
@@ -107,8 +113,10 @@ template <class M, class Role> using role_format_t = typename detail::role_forma
 template <class F> inline constexpr bool is_quantized_format = !std::is_same_v<F, dense>;
 template <class D, class... O>
 inline constexpr bool is_quantized_format<per_tensor<D, O...>> = is_quantized_format<D> || (is_quantized_format<typename O::format> || ...);
-// Whether format F subtracts a minimum per group (int8_group_min, and int8_dot of it).
+// Whether format F subtracts a minimum per group (int8_group_min, int4_group_min, and int8_dot of them).
 template <class F> inline constexpr bool has_min = requires { F::has_min; };
+// Whether F's integers are unsigned levels (int4_group_min: 0..15) rather than two's complement.
+template <class F> inline constexpr bool unsigned_levels = requires { F::unsigned_levels; };
 
 namespace quant {
 // float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
@@ -119,10 +127,14 @@ constexpr std::uint32_t bf16_bits(float x) {
 }
 // bfloat16 bits -> the float they are the upper half of (exact).
 constexpr float bf16_value(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t(b) << 16); }
-// Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of).
+// Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of;
+// unsigned levels: zero-extended).
 template <class Fmt> inline float decode(std::uint32_t w, std::size_t slot) {
     if constexpr (std::is_same_v<Fmt, bf16>) {
         return std::bit_cast<float>(slot == 0 ? w << 16 : w & 0xffff0000u);
+    } else if constexpr (unsigned_levels<Fmt>) {
+        constexpr std::size_t bits = 32 / Fmt::per_word;
+        return static_cast<float>(w >> (bits * slot) & ((1u << bits) - 1));
     } else {
         constexpr std::size_t bits = 32 / Fmt::per_word;
         return static_cast<float>(static_cast<std::int32_t>(w << (32 - bits * (slot + 1))) >> (32 - bits));
@@ -181,8 +193,8 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         else return q;
     }
 
-    // Quantizes W from value(i) (element i in row-major order, finite; read twice), every word and
-    // scale including the padding.
+    // Quantizes W from value(i) (element i in row-major order, finite; read more than once), every
+    // word and scale including the padding.
     template <class V> void quantize(V&& value) {
         for (std::size_t i = 0; i < sizeof storage / sizeof storage[0]; ++i) storage[i] = 0;
         for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
@@ -191,8 +203,18 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         constexpr bool int4 = P == 8;
         for (std::size_t o = 0; o < Out; ++o)
             for (std::size_t k0 = 0; k0 < In; k0 += span) {
-                double s = 0;  // bf16: unused
-                if constexpr (Fmt::scaled) {
+                double s = 0, lo = 0;  // bf16: unused; unsigned levels: the group's minimum
+                if constexpr (unsigned_levels<Fmt>) {  // llama.cpp's Q4_1: s = (max − min) / 15, q = (w − min) / s
+                    double hi = static_cast<double>(value(o * In + k0));
+                    lo = hi;
+                    for (std::size_t k = k0; k < k0 + span; ++k) {
+                        const double v = static_cast<double>(value(o * In + k));
+                        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+                    }
+                    const float sf = static_cast<float>((hi - lo) / 15.0);
+                    scales[scale_index(o, k0)] = sf, mins[scale_index(o, k0)] = static_cast<float>(-lo);
+                    s = sf, lo = -static_cast<double>(static_cast<float>(-lo));
+                } else if constexpr (Fmt::scaled) {
                     double m = 0;  // the value of largest magnitude
                     for (std::size_t k = k0; k < k0 + span; ++k) {
                         const double v = static_cast<double>(value(o * In + k));
@@ -208,9 +230,10 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                     if constexpr (std::is_same_v<Fmt, bf16>) {
                         field = quant::bf16_bits(static_cast<float>(v));
                     } else {
-                        constexpr double lo = int4 ? -8 : -127, hi = int4 ? 7 : 127;
-                        double q = s == 0 ? 0 : std::nearbyint(v / s);
-                        q = q < lo ? lo : q > hi ? hi : q;
+                        constexpr bool u = unsigned_levels<Fmt>;
+                        constexpr double qlo = u ? 0 : int4 ? -8 : -127, qhi = u ? 15 : int4 ? 7 : 127;
+                        double q = s == 0 ? 0 : std::nearbyint((v - lo) / s);
+                        q = q < qlo ? qlo : q > qhi ? qhi : q;
                         field = static_cast<std::uint32_t>(static_cast<std::int32_t>(q)) & ((1u << (32 / P)) - 1);
                     }
                     storage[word_index(o, k)] |= field << (k % P * (32 / P));

@@ -162,6 +162,7 @@ constexpr const char* stored_format(std::uint64_t types) {
     if (types == bit(ggml_type::bf16)) return "ct::bf16";
     if (types & (bit(ggml_type::f32) | bit(ggml_type::f16) | bit(ggml_type::bf16))) return "ct::dense";
     if (within({ggml_type::q4_0})) return "ct::int4_group<32>";
+    if (within({ggml_type::q4_0, ggml_type::q4_1, ggml_type::q4_k})) return "ct::int4_group_min<32>";
     if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0})) return "ct::int8_group<32>";
     if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0, ggml_type::q6_k})) return "ct::int8_group<16>";
     return types & bit(ggml_type::q6_k) ? "ct::int8_group_min<16>" : "ct::int8_group_min<32>";

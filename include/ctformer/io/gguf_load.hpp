@@ -167,13 +167,15 @@ template <class F> struct base_format { using type = F; };
 template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
 template <class F> using base_format_t = typename base_format<F>::type;
 // Whether weight format F holds ggml format t as stored (a scale per group, an integer per weight):
-// Q4_0 in int4_group<G> (G = 8, 16, 32); Q4_0, Q5_0 and Q8_0 in int8_group<16 or 32>, Q6_K in
-// int8_group<16>; every block format in int8_group_min<16> (all but Q6_K in int8_group_min<32>) —
-// each with int8 activations too.
+// Q4_0 in int4_group<G> (G = 8, 16, 32); Q4_0, Q4_1 and Q4_K in int4_group_min<G>; Q4_0, Q5_0 and
+// Q8_0 in int8_group<16 or 32>, Q6_K in int8_group<16>; every block format in int8_group_min<16>
+// (all but Q6_K in int8_group_min<32>) — each with int8 activations too.
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
     if (is_float(t) || !supported(t)) return false;
-    if constexpr (has_min<B>) return B::group == 16 || (B::group == 32 && t != ggml_type::q6_k);
+    if constexpr (unsigned_levels<B>)  // (4-bit levels and a minimum: Q4_0 as n and 8d)
+        return 32 % B::group == 0 && (t == ggml_type::q4_0 || t == ggml_type::q4_1 || t == ggml_type::q4_k);
+    else if constexpr (has_min<B>) return B::group == 16 || (B::group == 32 && t != ggml_type::q6_k);
     else if constexpr (B::per_word == 8 && B::group > 0) return t == ggml_type::q4_0 && 32 % B::group == 0;
     else if constexpr (B::per_word == 4 && B::group > 0)
         return (B::group <= 32 && (t == ggml_type::q4_0 || t == ggml_type::q5_0 || t == ggml_type::q8_0)) ||
@@ -255,7 +257,8 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
 
 // Block-format rows into the weight format that holds them as stored (the check accepted them):
 // each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q5_0: d, n − 16; Q8_0: d, q;
-// Q6_K: d·sc, q − 32); a group shorter than the file's run repeats its scale.
+// Q6_K: d·sc, q − 32; with a minimum: Q4_K's d·sc, n, dmin·m, Q4_0's d, n, 8d); a group shorter than
+// the file's run repeats its scale.
 template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
@@ -265,8 +268,9 @@ template <class X> void write_as_stored(X& w, const source& s) {
     for (std::size_t o = 0; o < X::out_features; ++o)
         for (std::size_t k = 0; k < In; ++k) {
             float scale, min = 0;
-            const int q = has_min<typename X::format> ? affine_element(s.t->type, s.data, s.row(o) * In + k, scale, min)
-                                                      : integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
+            int q = has_min<typename X::format> ? affine_element(s.t->type, s.data, s.row(o) * In + k, scale, min)
+                                                : integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
+            if (unsigned_levels<typename X::format> && s.t->type == ggml_type::q4_0) q += 8, min = 8 * scale;  // (exact: d·n − 8d = d·(n − 8))
             if (k % G == 0) w.scales[X::scale_index(o, k)] = scale;
             if constexpr (has_min<typename X::format>)
                 if (k % G == 0) w.mins[X::scale_index(o, k)] = min;

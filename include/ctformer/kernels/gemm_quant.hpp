@@ -36,7 +36,7 @@ template <class Q = qword> inline Q load_words(const std::uint32_t* p) {
 }
 
 // Field S of each word, widened to float: sign-extended integers (shift the field to the top,
-// arithmetic shift down), or bf16 (the upper half of a float).
+// arithmetic shift down), unsigned levels (down and masked), or bf16 (the upper half of a float).
 template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> decode(const Q& x) {
     if constexpr (std::is_same_v<Q, std::int32_t>) {
         return quant::decode<Fmt>(std::bit_cast<std::uint32_t>(x), S);
@@ -44,6 +44,9 @@ template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> dec
 #if CTFORMER_XSIMD
     else if constexpr (std::is_same_v<Fmt, bf16>) {
         return xsimd::bitwise_cast<simd::vec<float>>(S == 0 ? Q(x << 16) : Q(x & Q(std::int32_t(0xffff0000u))));
+    } else if constexpr (unsigned_levels<Fmt>) {  // (shift the field down, keep its bits)
+        constexpr int bits = 32 / int(Fmt::per_word);
+        return xsimd::to_float(Q((S ? Q(x >> (bits * int(S))) : x) & Q((1 << bits) - 1)));
     } else {
         constexpr int bits = 32 / int(Fmt::per_word), up = 32 - bits * int(S + 1);
         return xsimd::to_float(up ? Q(Q(x << up) >> (32 - bits)) : Q(x >> (32 - bits)));

@@ -180,14 +180,14 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                             isum[r][q][v] = simd::exact_u8_dot ? simd::dot_u8_full(isum[r][q][v], w[q][v], x)
                                                                : simd::dot_i8(isum[r][q][v], w[q][v], x);
                 }
-            } else {  // int4: each nibble + 8 (flip its top bit: unsigned), evens against the low
-                      // nibbles, odds against the high ones; Σ q_a · 8 comes off below
+            } else {  // int4: each nibble + 8 (flip its top bit: unsigned; unsigned levels as they are),
+                      // evens against the low nibbles, odds against the high ones; Σ q_a · 8 comes off below
                 iv lo[Q][NV], hi[Q][NV];
 #pragma GCC unroll 4
                 for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                     for (std::size_t v = 0; v < NV; ++v) {
-                        const iv u = w[q][v] ^ iv(std::int32_t(0x88888888u));
+                        const iv u = unsigned_levels<Fmt> ? w[q][v] : w[q][v] ^ iv(std::int32_t(0x88888888u));
                         lo[q][v] = u & iv(0x0f0f0f0f), hi[q][v] = iv(u >> 4) & iv(0x0f0f0f0f);
                     }
 #pragma GCC unroll 4
@@ -218,14 +218,15 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) {
-                    if constexpr (G && P == 8) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
-                        const iv exact = simd::partial_sum(isum[r][q][v]) - iv(8 * a[r * lda].sum[blk]);
-                        const vt sw = simd::load(b.w.scales + q * ps + (b.k0 + blk * B) / G * NR + v * W);
-                        acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
-                    } else if constexpr (G) {  // int8 groups: a block lies in one group (B <= G)
+                    if constexpr (G) {  // a block lies in one group (B <= G)
                         const std::size_t at = q * ps + (b.k0 + blk * B) / G * NR + v * W;
                         const vt sw = simd::load(b.w.scales + at);
-                        acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa * sw, acc[r][q][v]);
+                        iv exact = isum[r][q][v];
+                        if constexpr (P == 8) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
+                            exact = simd::partial_sum(exact);
+                            if constexpr (!unsigned_levels<Fmt>) exact = exact - iv(8 * a[r * lda].sum[blk]);
+                        }
+                        acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
                         if constexpr (has_min<Fmt>)  // - m · s_a · Σ q_a of the block
                             acc[r][q][v] = simd::fma<float>(simd::load(b.w.mins + at), vt(-sa_sum[r]), acc[r][q][v]);
                     } else {
