@@ -191,11 +191,42 @@ TEST_CASE("no heap allocation with LoRA adapters over int4 weights: train, AdamW
     CHECK(n == 0);
 }
 
+TEST_CASE("no heap allocation with PEFT's nn.MultiheadAttention adapters (a GPT): train, step, generate, merge") {
+    using Blk = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>,
+                                     ct::lora<4, 8, ct::lora_mha | ct::lora_up | ct::lora_down>>;
+    using G = ct::GPT<13, 8, 2, Blk>;
+    static G::Params p;
+    static G::Adapters ad, g;
+    static G::TrainWorkspace<2, 6> tws;
+    static G::Activations<2, 6> acts;
+    static G::GenerateWorkspace<4> gen;
+    static G::KVCache<1, 8> gcache;
+    static ct::Tensor<ct::token, 2, 6> tok, tar;
+    ref::randomize(p, 10);
+    for (std::size_t i = 0; i < tok.size; ++i) tok.storage[i] = static_cast<ct::token>(i % 13), tar.storage[i] = static_cast<ct::token>((i * 5) % 13);
+    const ct::token prompt[3] = {1, 2, 3};
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        float loss = 0;
+        ct::init_adapters(ad, 5);
+        const auto pa = ct::with_adapters(p, ad);
+        ok = ok && G::forward_train(pa, tws, acts, tok, tar, loss, ct::dropout_config{0.0f, 0.0f, 0.0f, 1, 1}).ok() &&
+             G::backward(pa, acts, tws, g).ok();
+        ok = ok && G::generate(pa, gen, gcache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok();
+        ok = ok && ct::merge_adapters(p, ad).ok() && ct::merge_adapters(p, ad, -1).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
+
 TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format") {
     using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
     using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
     static M::Params p, back;
     static Q::Params q;
+    using Mixed = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>,
+                            ct::weights<ct::int4_group_min<32>, ct::int8_activations, ct::head_weights<ct::int8_group<32>>>>;
+    static Mixed::Params mixed;
     ref::randomize(p, 9);
     // p as llama.cpp's GGUF, F32 (quantized to int4 at load) and Q4_0 (into int4 as stored): written before counting
     const std::vector<std::byte> file = test::llama_gguf<M>(p).bytes(), q4 = test::llama_gguf<M>(p, test::gguf_store::q4_0).bytes();
@@ -207,6 +238,7 @@ TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, n
         ok = ok && ct::load_gguf(back, g).ok();
         ok = ok && ct::load_gguf(q, g).ok();
         ok = ok && g4.parse(q4).ok() && ct::load_gguf(q, g4).ok() && ct::load_gguf(back, g4).ok();
+        ok = ok && ct::load_gguf(mixed, g4).ok();  // (per-tensor formats: 4-bit levels with minimums, int8 groups)
     });
     CHECK(ok);
     CHECK(n == 0);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "model_fixture.hpp"
@@ -183,13 +184,13 @@ using LoraGQA = SmallLlama<ct::kv_heads<2>, ct::lora<4, 8, ct::lora_all>>;
 using LoraTied = SmallLlama<ct::kv_heads<1>, ct::dtype<double>, ct::tied_embeddings<true>,
                             ct::lora<8, 16, ct::lora_q | ct::lora_v | ct::lora_down>>;
 
-template <class Model> void model_against_pytorch(const std::string& name) {
+template <class Model, std::size_t Tq = 7> void model_against_pytorch(const std::string& name) {
     using V = typename Model::T;
-    test::ModelRig<Model, 2, 7> r(name);
+    test::ModelRig<Model, 2, Tq> r(name);
     static typename Model::Adapters ad, g;
     r.file.load(ad, "adapters.");
     const auto pa = ct::with_adapters(r.params, ad);
-    static ct::Tensor<V, 2, 7, 37> want;
+    static ct::Tensor<V, 2, Tq, Model::vocab> want;
     static ct::Tensor<V, 1> want_loss;
     r.file.read("output", want);
     r.file.read("loss", want_loss);
@@ -217,36 +218,95 @@ TEST_CASE("LoRA Llama = PEFT's formulas in torch: untied GQA float; tied MQA dou
     model_against_pytorch<LoraTied>("lora_llama_tied_dropout_f64");
 }
 
-TEST_CASE("LoRA Llama: greedy generation with adapters equals the full forward's argmax, token by token") {
-    test::ModelRig<LoraGQA, 2, 7> r("lora_llama_gqa");
-    static LoraGQA::Adapters ad;
+// A GPT of nn.MultiheadAttention blocks (packed in-projection) with ct::lora_mha: PEFT's
+// lora.MultiheadAttention (one adapter over in_proj_weight, one over out_proj, merged for the
+// forward: no adapter dropout) beside linear1/linear2 adapters (with dropout in the double case).
+template <class T>
+using LoraGPTBlock = ct::DecoderOnlyBlock<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>, ct::activation<ct::gelu>,
+                                          ct::dtype<T>, ct::lora<4, 8, ct::lora_mha | ct::lora_up | ct::lora_down>>;
+using LoraGPT = ct::GPT<13, 8, 2, LoraGPTBlock<float>>;
+using LoraGPTTied = ct::GPT<13, 8, 2, LoraGPTBlock<double>, ct::tied_embeddings<true>, ct::positions<ct::sinusoidal>>;
+
+TEST_CASE("LoRA GPT = PEFT's nn.MultiheadAttention adapters in torch: untied float; tied double with adapter dropout") {
+    model_against_pytorch<LoraGPT, 6>("lora_gpt_f32");
+    model_against_pytorch<LoraGPTTied, 6>("lora_gpt_tied_dropout_f64");
+    // PEFT's names and target_modules
+    static LoraGPT::Adapters ad;
+    std::vector<std::string> names;
+    ct::for_each_tensor(ad, [&](std::string_view n, const auto&) { names.emplace_back(n); });
+    CHECK(names[0] == "transformer.layers.0.self_attn.lora_A.weight");
+    CHECK(names[3] == "transformer.layers.0.self_attn.base_layer.out_proj.lora_B.weight");
+    char cfg[512];
+    const std::size_t n = ct::write_adapter_config<LoraGPT::Adapters>(cfg);
+    CHECK(std::string_view(cfg, n).find("\"target_modules\": [\"linear1\", \"linear2\", \"self_attn\"]") != std::string_view::npos);
+    CHECK(ct::check_adapter_config<LoraGPT::Adapters>(std::string_view(cfg, n)).ok());
+    const ct::status st = ct::check_adapter_config<LoraGPT::Adapters>(R"({"r": 4, "lora_alpha": 8, "target_modules": ["linear1", "linear2"]})");
+    CHECK(st.code == ct::errc::config_mismatch);
+    CHECK(std::string(st.tensor_name()) == "target_modules: self_attn in the type, not the file");
+}
+
+TEST_CASE("LoRA GPT merge: the packed in_proj_weight and out_proj take PEFT's nn.MultiheadAttention adapters") {
+    test::ModelRig<LoraGPTTied, 2, 6> r("lora_gpt_tied_dropout_f64");
+    static LoraGPTTied::Adapters ad;
+    r.file.load(ad, "adapters.");
+    static ct::Tensor<double, 2, 6, 13> with, merged;
+    REQUIRE(LoraGPTTied::forward(ct::with_adapters(r.params, ad), r.iws, r.tokens, with).ok());
+    static LoraGPTTied::Params base;
+    base = r.params;
+    REQUIRE(ct::merge_adapters(r.params, ad).ok());
+    REQUIRE(LoraGPTTied::forward(r.params, r.iws, r.tokens, merged).ok());
+    CHECK_CLOSE("merged vs adapters", merged.data(), with.data(), merged.size, 1e-12);
+    REQUIRE(ct::merge_adapters(r.params, ad, -1).ok());
+    double worst = 0;
+    const double* a = &base.stack.layers[1].self_attn.in_proj_weight.storage[0];
+    const double* b = &r.params.stack.layers[1].self_attn.in_proj_weight.storage[0];
+    for (std::size_t i = 0; i < sizeof base.stack.layers[1].self_attn.in_proj_weight.storage / sizeof(double); ++i)
+        worst = std::max(worst, std::fabs(a[i] - b[i]));
+    CHECK(worst > 0);  // (a merge changed it) ...
+    CHECK(worst < 1e-14);  // ... and the unmerge took it back to a rounding
+}
+
+// Greedy generation with adapters (the decoding steps' path) against the argmax of the full forward
+// over the sequence so far, token by token; Len: the prompt and the new tokens (Tq: the fixture's).
+template <class Model, std::size_t Tq, std::size_t Len>
+void generation_matches_forward(const std::string& name, std::span<const ct::token> prompt) {
+    using V = typename Model::T;
+    constexpr std::size_t Vocab = Model::vocab;
+    test::ModelRig<Model, 2, Tq> r(name);
+    static typename Model::Adapters ad;
     r.file.load(ad, "adapters.");
     const auto pa = ct::with_adapters(r.params, ad);
-    static LoraGQA::GenerateWorkspace<4> gws;
-    static LoraGQA::KVCache<1, 32> cache;
-    const ct::token prompt[] = {3, 14, 15, 9, 2};
+    static typename Model::template GenerateWorkspace<4> gws;
+    static typename Model::template KVCache<1, Len> cache;
     std::vector<ct::token> out;
     ct::sampling greedy;
     greedy.temperature = 0;
-    REQUIRE(LoraGQA::generate(pa, gws, cache, prompt, 5, 10, greedy, [&](ct::token t) {
+    const ct::status gst = Model::generate(pa, gws, cache, prompt.data(), prompt.size(), Len - prompt.size(), greedy, [&](ct::token t) {
         out.push_back(t);
         return true;
-    }).ok());
-    REQUIRE(out.size() == 10);
-    // each token: the argmax of the full forward over the sequence so far (recomputed, no cache)
-    std::vector<ct::token> seq(prompt, prompt + 5);
+    });
+    REQUIRE_MESSAGE(gst.ok(), std::string(ct::to_string(gst.code)));
+    REQUIRE(out.size() == Len - prompt.size());
+    std::vector<ct::token> seq(prompt.begin(), prompt.end());
     for (ct::token t : out) {
-        static LoraGQA::Workspace<1, 15> ws;
-        static ct::Tensor<ct::token, 1, 15> toks;
-        static ct::Tensor<float, 1, 15, 37> logits;
-        for (std::size_t i = 0; i < 15; ++i) toks.storage[i] = i < seq.size() ? seq[i] : 0;
-        REQUIRE(LoraGQA::forward(pa, ws, toks, logits).ok());
-        const float* last = logits.data() + (seq.size() - 1) * 37;
+        static typename Model::template Workspace<1, Len> ws;
+        static ct::Tensor<ct::token, 1, Len> toks;
+        static ct::Tensor<V, 1, Len, Vocab> logits;
+        for (std::size_t i = 0; i < Len; ++i) toks.storage[i] = i < seq.size() ? seq[i] : 0;
+        REQUIRE(Model::forward(pa, ws, toks, logits).ok());
+        const V* last = logits.data() + (seq.size() - 1) * Vocab;
         std::size_t best = 0;
-        for (std::size_t j = 1; j < 37; ++j) best = last[j] > last[best] ? j : best;
+        for (std::size_t j = 1; j < Vocab; ++j) best = last[j] > last[best] ? j : best;
         CHECK(static_cast<ct::token>(best) == t);
         seq.push_back(t);
     }
+}
+
+TEST_CASE("LoRA: greedy generation with adapters equals the full forward's argmax, token by token (Llama, GPT)") {
+    const ct::token prompt[] = {3, 14, 15, 9, 2};
+    generation_matches_forward<LoraGQA, 7, 15>("lora_llama_gqa", prompt);
+    const ct::token gpt_prompt[] = {3, 11, 5};  // (vocabulary 13)
+    generation_matches_forward<LoraGPT, 6, 8>("lora_gpt_f32", gpt_prompt);
 }
 
 // ---- Adapters over quantized bases: the same as over the dequantized float weights ----

@@ -25,18 +25,19 @@ namespace ctformer {
 inline constexpr std::string_view peft_prefix = "base_model.model.";
 
 namespace detail {
-// The family's name of projection bit k (lora_q .. lora_down) under A's naming table.
-template <class A> constexpr std::string_view lora_target_name(unsigned k) {
-    using N = typename A::names;
-    constexpr std::string_view attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-    constexpr std::string_view gated[] = {"gate_proj", "up_proj", "down_proj"}, plain[] = {"", "linear1", "linear2"};
-    if (k < 4) return N::template rename<role::attention>(attn[k]);
-    return N::template rename<role::ffn>(A::lora_gated ? gated[k - 4] : plain[k - 4]);
-}
 // The last dotted part of a name (PEFT matches a target against a module name's tail).
 constexpr std::string_view last_part(std::string_view s) {
     const std::size_t dot = s.rfind('.');
     return dot == std::string_view::npos ? s : std::string_view(s.data() + dot + 1, s.size() - dot - 1);
+}
+// The family's name of projection bit k (lora_q .. lora_down, lora_mha) under A's naming table.
+template <class A> constexpr std::string_view lora_target_name(unsigned k) {
+    using N = typename A::names;
+    constexpr std::string_view attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    constexpr std::string_view gated[] = {"gate_proj", "up_proj", "down_proj"}, plain[] = {"", "linear1", "linear2"};
+    if (k == 7) return last_part(N::template rename<role::layer>("self_attn"));  // (lora_mha: the module, as PEFT targets it)
+    if (k < 4) return N::template rename<role::attention>(attn[k]);
+    return N::template rename<role::ffn>(A::lora_gated ? gated[k - 4] : plain[k - 4]);
 }
 
 // adapter_config.json's fields that matter here: r, lora_alpha, target_modules (a list of module
@@ -129,7 +130,7 @@ template <class A> status parse_adapter_config(std::string_view text, adapter_co
                         const std::string_view t = last_part(js.string());
                         if (!js.ok) return bad("target_modules");
                         bool known = false;
-                        for (unsigned k = 0; k < 7; ++k)
+                        for (unsigned k = 0; k < lora_target_count; ++k)
                             if (!lora_target_name<A>(k).empty() && lora_target_name<A>(k) == t) c.targets |= 1u << k, known = true;
                         if (!known && c.unknown_target.empty()) c.unknown_target = t;
                     } while (js.eat(','));
@@ -172,7 +173,7 @@ template <class A> status check_adapter_config(std::string_view json_text) {
         return status::error(errc::config_mismatch, t.view());
     }
     if (!c.unknown_target.empty()) return status::error(errc::config_mismatch, "target_modules: ", c.unknown_target, " (the type has no such projection)");
-    for (unsigned k = 0; k < 7; ++k)
+    for (unsigned k = 0; k < lora_target_count; ++k)
         if (((c.targets ^ A::lora_targets) >> k) & 1u)
             return status::error(errc::config_mismatch, "target_modules: ", detail::lora_target_name<A>(k),
                                  (c.targets >> k) & 1u ? " in the file, not the type" : " in the type, not the file");
@@ -223,7 +224,7 @@ template <class A> std::size_t write_adapter_config(std::span<char> out, float l
     put(std::string_view(digits, 3));
     put(", \"target_modules\": [");
     bool first = true;
-    for (unsigned k = 0; k < 7; ++k)
+    for (unsigned k = 0; k < lora_target_count; ++k)
         if ((A::lora_targets >> k) & 1u) {
             put(first ? "\"" : ", \"");
             put(detail::lora_target_name<A>(k));

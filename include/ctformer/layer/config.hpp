@@ -279,14 +279,18 @@ template <class... Opts> struct config {
 
     static_assert(!has_lora || lora_rank > 0, "ctformer: ct::lora<R, Alpha, Targets>: the rank R must be positive");
     static_assert(!has_lora || lora_alpha > 0, "ctformer: ct::lora<R, Alpha, Targets>: Alpha must be positive");
-    static_assert(!has_lora || (lora_targets != 0 && (lora_targets & ~unsigned{lora_all}) == 0),
+    static_assert(!has_lora || (lora_targets != 0 && (lora_targets & ~unsigned{lora_all | lora_mha}) == 0),
                   "ctformer: ct::lora<R, Alpha, Targets>: Targets is a non-empty or of ct::lora_q, lora_k, lora_v, lora_o, "
-                  "lora_gate, lora_up, lora_down");
+                  "lora_gate, lora_up, lora_down, lora_mha");
     static_assert(!has_lora || gated || (lora_targets & lora_gate) == 0,
                   "ctformer: ct::lora targets gate_proj (ct::lora_gate), which a plain feed-forward lacks (ct::gated<true> has it)");
     static_assert(!has_lora || separate_qkv || (lora_targets & (lora_q | lora_k | lora_v | lora_o)) == 0,
-                  "ctformer: ct::lora adapts separate q/k/v/o projections: the packed in-projection has none "
-                  "(ct::separate_qkv<true>, or target only the feed-forward)");
+                  "ctformer: ct::lora: the packed in-projection (nn.MultiheadAttention) has no separate q/k/v/o projections: "
+                  "target it as PEFT does with ct::lora_mha (one adapter over q|k|v and one over out_proj), or use "
+                  "ct::separate_qkv<true>");
+    static_assert(!has_lora || !separate_qkv || (lora_targets & lora_mha) == 0,
+                  "ctformer: ct::lora_mha adapts nn.MultiheadAttention's packed in-projection: separate projections take "
+                  "ct::lora_q, lora_k, lora_v, lora_o");
     static_assert(!has_lora || !cross_attention,
                   "ctformer: ct::lora adapts decoder-only blocks (cross_attention<false>, Llama and GPT blocks)");
 

@@ -48,7 +48,8 @@ template <class Cfg> struct LayerParams<Cfg, false> : layer_parts<Cfg> {
 };
 
 // A layer's adapters (ct::lora, modules/lora.hpp): the attention's and feed-forward's, under the
-// layer's names (Hugging Face's: self_attn.q_proj.lora_A.weight, mlp.down_proj.lora_B.weight).
+// layer's names (Hugging Face's: self_attn.q_proj.lora_A.weight, mlp.down_proj.lora_B.weight;
+// a packed attention's as PEFT names nn.MultiheadAttention's: self_attn.lora_A.weight).
 // Without the option every member is absent.
 template <class Cfg> struct LayerAdapters {
     using role = role::layer;
@@ -58,7 +59,7 @@ template <class Cfg> struct LayerAdapters {
     static constexpr long long lora_alpha = Cfg::lora_alpha;
     static constexpr unsigned lora_targets = Cfg::lora_targets;
     static constexpr bool lora_gated = Cfg::gated;
-    using attn_t = AttentionAdapters<Cfg>;
+    using attn_t = attention_adapters_t<Cfg>;
     using ffn_t = FeedForwardAdapters<Cfg>;
     BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (ffn_t, ffn));
 };

@@ -114,9 +114,13 @@ template <class Cfg> struct attention {
         if constexpr (passes_adapters<Lo>)
             if (lo.ad) {
                 const std::size_t n = r1 - r0;
-                lora::forward<lora_q>(lo.ad->q_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld, qkv_ld, pack, lo.drop, lo.Tq, r0);
-                lora::forward<lora_k>(lo.ad->k_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + k_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
-                lora::forward<lora_v>(lo.ad->v_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + v_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                if constexpr (separate) {
+                    lora::forward<lora_q>(lo.ad->q_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                    lora::forward<lora_k>(lo.ad->k_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + k_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                    lora::forward<lora_v>(lo.ad->v_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld + v_off, qkv_ld, pack, lo.drop, lo.Tq, r0);
+                } else {  // (PEFT's nn.MultiheadAttention: one adapter over q|k|v, no dropout)
+                    lora::forward<lora_mha>(lo.ad->in_proj, x + r0 * D, D, n, qkv + r0 * qkv_ld, qkv_ld, pack, no_dropout{}, lo.Tq, r0);
+                }
             }
         if constexpr (rope)
             for (std::size_t r = r0; r < r1; ++r)
@@ -277,9 +281,12 @@ template <class Cfg> struct attention {
         const auto& o = out_proj(a);
         linear::forward(o.weight, 0, 1, ctx, rows, o.bias_data(), out, D, pack, kernels::identity_op{}, accumulate);
         if constexpr (passes_adapters<Lo>)
-            if (lo.ad) lora::forward<lora_o>(lo.ad->o_proj, ctx, D, rows, out, D, pack, lo.drop, lo.Tq, first);
+            if (lo.ad) {
+                if constexpr (separate) lora::forward<lora_o>(lo.ad->o_proj, ctx, D, rows, out, D, pack, lo.drop, lo.Tq, first);
+                else lora::forward<lora_mha>(lo.ad->out_proj, ctx, D, rows, out, D, pack, no_dropout{}, lo.Tq, first);
+            }
     }
-    template <class P> static constexpr auto& out_proj(P& a) {
+    template <class P> static constexpr auto& out_proj(P& a) {  // (the params', or the adapters')
         if constexpr (separate) return a.o_proj;
         else return a.out_proj;
     }
@@ -308,7 +315,10 @@ template <class Cfg> struct attention {
         const bool accumulate = bg.accumulate;
         out_backward(p, g, ctx, dy, M, s);
         if constexpr (passes_adapters<Lg>)
-            if (lg.ad) lora::backward<lora_o>(lg.ad->o_proj, lg.g->o_proj, ctx, D, M, dy, D, s.d_ctx, s.pack, drop, Tq);
+            if (lg.ad) {
+                if constexpr (separate) lora::backward<lora_o>(lg.ad->o_proj, lg.g->o_proj, ctx, D, M, dy, D, s.d_ctx, s.pack, drop, Tq);
+                else lora::backward<lora_mha>(lg.ad->out_proj, lg.g->out_proj, ctx, D, M, dy, D, s.d_ctx, s.pack, no_dropout{}, Tq);
+            }
         const T scale = score_scale();
         // (a key/value head's G query heads in one part, in order: they add into its dk, dv,
         // which that part zeroes first, with its dq: the part that writes them)
@@ -342,6 +352,8 @@ template <class Cfg> struct attention {
         } else {
             linear::backward_or_frozen(p.in_proj_weight, g ? &g->in_proj_weight : nullptr, 0, 3, x, M, s.d_q, qkv_ld,
                                        g ? g->in_bias_data() : nullptr, dx, accumulate, s.pack);
+            if constexpr (passes_adapters<Lg>)
+                if (lg.ad) lora::backward<lora_mha>(lg.ad->in_proj, lg.g->in_proj, x, D, M, s.d_q, qkv_ld, dx, s.pack, no_dropout{}, Tq);
         }
     }
 

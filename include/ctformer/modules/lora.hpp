@@ -24,11 +24,15 @@
 namespace ctformer {
 
 // The projections an adapter can target (ct::lora's Targets: a bitwise or). A plain feed-forward's
-// linear1 and linear2 are lora_up and lora_down.
+// linear1 and linear2 are lora_up and lora_down. lora_mha: nn.MultiheadAttention's packed
+// attention as PEFT adapts it (target "self_attn"): one adapter over the in-projection (q|k|v,
+// 3·d_model outputs) and one over out_proj, merged into the weights for each forward (so without
+// adapter dropout); lora_q .. lora_o are separate projections' (Llama's).
 enum lora_target : unsigned {
     lora_q = 1, lora_k = 2, lora_v = 4, lora_o = 8, lora_gate = 16, lora_up = 32, lora_down = 64,
-    lora_attention = 15, lora_mlp = 112, lora_all = 127
+    lora_attention = 15, lora_mlp = 112, lora_all = 127, lora_mha = 128
 };
+inline constexpr unsigned lora_target_count = 8;
 
 // lora_A: (R, In), row-major (PyTorch's layout).
 template <class T, std::size_t R, std::size_t In> struct LoraA {
@@ -58,6 +62,25 @@ template <class Cfg> struct AttentionAdapters {
     using o_t = lora_slot<Cfg, lora_o, D, D>;
     BOOST_HANA_DEFINE_STRUCT(AttentionAdapters, (q_t, q_proj), (k_t, k_proj), (v_t, v_proj), (o_t, o_proj));
 };
+// PEFT's names for nn.MultiheadAttention's adapters: the in-projection's at the module's own level
+// (self_attn.lora_A.weight, lora_B (3·d_model, r)), out_proj's under its base layer
+// (self_attn.base_layer.out_proj.lora_A.weight).
+struct peft_mha_names {
+    template <class Role> static constexpr std::string_view rename(std::string_view member) {
+        return member == "in_proj" ? "" : member == "out_proj" ? "base_layer.out_proj" : member;
+    }
+};
+template <class Cfg> struct PackedAttentionAdapters {
+    using role = role::attention;
+    using names = peft_mha_names;
+    static constexpr std::size_t D = Cfg::d_model;
+    using in_t = lora_slot<Cfg, lora_mha, 3 * D, D>;
+    using out_t = lora_slot<Cfg, lora_mha, D, D>;
+    BOOST_HANA_DEFINE_STRUCT(PackedAttentionAdapters, (in_t, in_proj), (out_t, out_proj));
+};
+template <class Cfg>
+using attention_adapters_t = std::conditional_t<Cfg::separate_qkv, AttentionAdapters<Cfg>, PackedAttentionAdapters<Cfg>>;
+
 // The adapters of a feed-forward: gated (gate_proj, up_proj, down_proj) or plain (linear1, linear2).
 template <class Cfg, bool Gated = Cfg::gated> struct FeedForwardAdapters {
     using role = role::ffn;
@@ -135,7 +158,8 @@ template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
 // Merges adapters into their base weights (PEFT's merge_and_unload): W += (α/r)·B·A for every
 // adapted projection (sign −1: unmerge, W −= (α/r)·B·A: back within a rounding of each element,
 // as PEFT's). Base and adapters are matched by name (self_attn.q_proj.weight takes
-// self_attn.q_proj.lora_A/B.weight); each delta is summed in double. The base must be float:
+// self_attn.q_proj.lora_A/B.weight; the packed in_proj_weight self_attn.lora_A/B.weight, out_proj
+// self_attn.base_layer.out_proj's); each delta is summed in double. The base must be float:
 // errc::invalid_option (nothing written) for a quantized base weight.
 template <class P, class A> status merge_adapters(P& params, const A& adapters, int sign = 1) {
     struct pair {  // one adapter, type-erased: element (row, col) of A (R, In) and B (Out, R)
@@ -147,6 +171,19 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
     };
     constexpr std::size_t R = A::lora_rank;
     const double scale = static_cast<double>(A::lora_alpha) / static_cast<double>(R) * sign;
+    // (PEFT's nn.MultiheadAttention adapters: the in-projection's stem is the module, its base the
+    // packed weight under P's names; out_proj's stem has base_layer. before out_proj)
+    constexpr std::string_view in_proj_name =
+        detail::names_in_force<P, canonical_names>::type::template rename<role::attention>("in_proj_weight");
+    constexpr auto adapts = [](std::string_view base, std::string_view stem, std::string_view in_proj) {
+        constexpr std::string_view mark = "base_layer.";
+        if (const std::size_t at = stem.rfind(mark); at != std::string_view::npos)
+            return base.size() == stem.size() - mark.size() + 7 && base.starts_with(stem.substr(0, at)) &&
+                   base.substr(at).starts_with(stem.substr(at + mark.size())) && base.ends_with(".weight");
+        if (base.size() == stem.size() + 7 && base.starts_with(stem) && base.ends_with(".weight")) return true;
+        return base.size() == stem.size() + 1 + in_proj.size() && base.starts_with(stem) && base[stem.size()] == '.' &&
+               base.ends_with(in_proj);
+    };
     status st;
     // pass 1 checks every base weight exists and is float; pass 2 writes
     for (int pass = 0; pass < 2 && st; ++pass) {
@@ -167,8 +204,7 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
             bool found = false;
             for_each_tensor(params, [&](std::string_view base, auto& w) {
                 using Wt = std::remove_cvref_t<decltype(w)>;
-                if (found || base.size() != cur.stem.size() + 7 || !base.starts_with(cur.stem) || !base.ends_with(".weight"))
-                    return;
+                if (found || !adapts(base, cur.stem, in_proj_name)) return;
                 found = true;
                 if constexpr (is_quantized_weight_v<Wt>) {
                     if (st) st = status::error(errc::invalid_option, base, ": merge needs a float base weight");
