@@ -176,7 +176,7 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
     random_minimums(w, 9);
     const std::vector<float> bias = random_values(N, 8);
     const std::size_t B = ck::q8_block<Fmt>(K);
-    for (std::size_t M : {1, 2, 3, 4, 5, 9}) {
+    for (std::size_t M : {1, 2, 3, 4, 5, 9, 16, 21}) {  // (8 rows and more: AMX tiles where the build has them)
         for (bool accumulate : {false, true}) {
             std::vector<float> a = random_values(M * K, unsigned(M) + 20);
             a[K / 2] *= 50;  // an outlier: its block's step is coarse, the others' are not
@@ -202,6 +202,13 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
                                                          << " accumulate " << accumulate << ": worst " << worst
                                                          << " of the sum of |terms|");
             CHECK(worst <= 1e-6);
+            if (M % 4 == 0) {  // the same bits four rows at a time (the VNNI / dot-product tile) as all at once
+                std::vector<float> c4 = c0;
+                for (std::size_t m0 = 0; m0 < M; m0 += 4)
+                    ck::gemm_panels(4, N, K, a.data() + m0 * K, K, w.panels(), c4.data() + m0 * N, N, bias.data(), ct::relu{}, nullptr,
+                                    accumulate);
+                CHECK(std::memcmp(c4.data(), c.data(), c.size() * sizeof(float)) == 0);
+            }
         }
     }
 }

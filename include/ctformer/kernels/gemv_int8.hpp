@@ -22,6 +22,17 @@
 #include "../simd/dot.hpp"
 #include "gemm.hpp"
 
+// AMX tiles (Sapphire Rapids and later, Linux): compiled where the target has them (-march=native
+// on such a machine), used where the kernel grants them; elsewhere the VNNI/dot-product kernels.
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__) && CTFORMER_XSIMD && !defined(CTFORMER_NO_AMX)
+#define CTFORMER_AMX 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define CTFORMER_AMX 0
+#endif
+
 namespace ctformer::kernels {
 
 // One row of activations quantized for the integer dot: q (int8; int4 formats: each 8 inputs
@@ -255,6 +266,118 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
     }
 };
 
+#if CTFORMER_AMX
+// Sixteen rows at a time on AMX tiles (Intel's TMUL: a 16-row tile product per instruction): each
+// activation block's integer sums for 16 rows × 16 outputs in one tile product (signed × signed: no
+// offset), stored and taken into the float sums exactly as gemv_int8_tile takes its register sums
+// (the same operations in the same order: the same bits). Blocks alternate between two sets of
+// tiles so that one block's product runs while the one before is stored and scaled. int8 weights
+// (int4 would unpack first); a panel's two halves of 16 outputs one after the other.
+template <class Fmt> struct amx_panels {
+    q8_panels<Fmt> p;
+    std::size_t a_stride;  // bytes between the quantized rows
+};
+inline constexpr std::size_t amx_rows = 16;
+// The tile shapes for blocks of B inputs: A (tiles 0, 1) 16 rows × B bytes, the weights' half
+// panel (tiles 2, 3) B/4 word rows × 64 bytes, the sums (tiles 4, 5) 16 rows × 16 int32.
+inline void amx_configure(std::size_t B) {
+    struct alignas(64) config {
+        std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+        std::uint16_t colsb[16] = {};
+        std::uint8_t rows[16] = {};
+    } c;
+    for (int t : {0, 1}) c.colsb[t] = static_cast<std::uint16_t>(B), c.rows[t] = amx_rows;
+    for (int t : {2, 3}) c.colsb[t] = 64, c.rows[t] = static_cast<std::uint8_t>(B / 4);
+    for (int t : {4, 5}) c.colsb[t] = 64, c.rows[t] = amx_rows;
+    asm volatile("ldtilecfg %0" : : "m"(c));  // (GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes)
+}
+// One block's product on tile set 0 (tiles 0, 2 -> 4) or 1 (1, 3 -> 5), and its sums out into
+// (16, 16) int32. (The intrinsics take the tile numbers as literals.)
+template <int Set> inline void amx_product(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w) {
+    const long stride = static_cast<long>(a_stride);
+    if constexpr (Set == 0) {
+        _tile_loadd(0, a, stride);
+        _tile_loadd(2, w, 128);  // (a panel's word rows: 32 words apart)
+        _tile_zero(4);
+        _tile_dpbssd(4, 0, 2);
+    } else {
+        _tile_loadd(1, a, stride);
+        _tile_loadd(3, w, 128);
+        _tile_zero(5);
+        _tile_dpbssd(5, 1, 3);
+    }
+}
+template <int Set> inline void amx_sums(std::int32_t* sums) {
+    if constexpr (Set == 0) _tile_stored(4, sums, 64);
+    else _tile_stored(5, sums, 64);
+}
+template <class Fmt> struct panel_source<amx_panels<Fmt>> {
+    static constexpr std::size_t streams(std::size_t) { return 1; }
+    static constexpr std::size_t pass_rows(std::size_t R) { return R; }
+    static amx_panels<Fmt> at(const amx_panels<Fmt>& b, std::size_t p, std::size_t K) {
+        return {panel_source<q8_panels<Fmt>>::at(b.p, p, K), b.a_stride};
+    }
+    template <std::size_t R, std::size_t Q, class Act>
+    static void tile(std::size_t K, const q8_row* a, std::size_t lda, const amx_panels<Fmt>& b, float* c, std::size_t ldc,
+                     const float* bias, const Act& act, bool accumulate) {
+        static_assert(R == amx_rows && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
+        using vt = simd::vec<float>;
+        constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
+        const std::size_t B = q8_block<Fmt>(b.p.K), ps = (G ? b.p.K / G : 1) * NR, blocks = K / B;
+        const std::uint32_t* words = b.p.w.words + b.p.k0 / 4 * NR;
+        alignas(64) std::int32_t sums[2][R][W];
+        for (std::size_t v = 0; v < 2; ++v) {
+            vt acc[R];
+            for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
+            // block blk's sums (in sums[blk % 2]) into acc
+            const auto take = [&](std::size_t blk) {
+                const std::int32_t(&s)[R][W] = sums[blk % 2];
+                const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR + v * W;
+                const vt sw = G ? simd::load(b.p.w.scales + at) : vt(1.f);
+#pragma GCC unroll 16
+                for (std::size_t r = 0; r < R; ++r) {
+                    const float sa = a[r * lda].scale[blk];
+                    const vt isum = xsimd::to_float(simd::ivec::load_aligned(s[r]));
+                    if constexpr (G) {
+                        acc[r] = simd::fma<float>(isum, vt(sa) * sw, acc[r]);
+                        if constexpr (has_min<Fmt>)
+                            acc[r] = simd::fma<float>(simd::load(b.p.w.mins + at), vt(-(sa * static_cast<float>(a[r * lda].sum[blk]))), acc[r]);
+                    } else {
+                        acc[r] = simd::fma<float>(isum, vt(sa), acc[r]);
+                    }
+                }
+            };
+            const auto product = [&](std::size_t blk) {
+                const std::int8_t* ab = a[0].q + blk * B;
+                const std::uint32_t* wb = words + blk * (B / 4) * NR + v * W;
+                if (blk % 2 == 0) amx_product<0>(ab, b.a_stride, wb);
+                else amx_product<1>(ab, b.a_stride, wb);
+            };
+            product(0);
+            for (std::size_t blk = 0; blk < blocks; ++blk) {
+                if (blk + 1 < blocks) product(blk + 1);  // (the next block's product runs while this one's is scaled)
+                if (blk % 2 == 0) amx_sums<0>(sums[0][0]);
+                else amx_sums<1>(sums[1][0]);
+                take(blk);
+            }
+            for (std::size_t r = 0; r < R; ++r) {
+                vt y = acc[r];
+                if (!G && b.p.w.scales) y = y * simd::load(b.p.w.scales + v * W);
+                if (accumulate) y = y + simd::load(c + r * ldc + v * W);
+                if (bias) y = y + simd::load(bias + v * W);
+                simd::store(c + r * ldc + v * W, apply_vec<float>(act, y));
+            }
+        }
+        (void)ps;
+    }
+};
+// Whether this process may use AMX tiles (Linux grants them on request, once).
+inline bool amx_ready() {
+    static const bool ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+    return ok;
+}
+#endif
+
 }  // namespace detail
 
 // gemm_panels' contract for the int8-activation formats (any M: four rows at a time).
@@ -272,11 +395,39 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
         }))
         return;
     const std::size_t B = q8_block<Fmt>(K);
+    std::size_t m_amx = 0;  // rows done on AMX tiles: whole groups of sixteen
+#if CTFORMER_AMX
+    constexpr std::size_t R = detail::amx_rows;
+    if constexpr (Fmt::per_word == 4) m_amx = M >= R && B >= 16 && detail::amx_ready() ? M / R * R : 0;
+    if (m_amx) {
+        alignas(64) std::int8_t q[R][chunk];
+        alignas(64) float scale[R][chunk / 4];
+        alignas(64) std::int32_t sum[R][chunk / 4];
+        q8_row view[R];
+        detail::amx_configure(B);
+        for (std::size_t m0 = 0; m0 < m_amx; m0 += R)
+            for (std::size_t k0 = 0; k0 < K; k0 += chunk) {
+                const std::size_t kc = K - k0 < chunk ? K - k0 : chunk;
+                for (std::size_t r = 0; r < R; ++r) {
+                    quantize_row_q8<Fmt>(a + (m0 + r) * lda + k0, kc, B, q[r], scale[r], sum[r]);
+                    view[r] = {q[r], scale[r], sum[r]};
+                }
+                const detail::amx_panels<Fmt> src{{b, K, k0}, chunk};
+                const bool first = k0 == 0, last = k0 + kc == K;
+                float* cm = c + m0 * ldc;
+                if (last)
+                    detail::gemv_panels<float, R>(N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, act, accumulate || !first);
+                else
+                    detail::gemv_panels<float, R>(N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, identity_op{}, accumulate || !first);
+            }
+        _tile_release();
+    }
+#endif
     alignas(64) std::int8_t q[rows][chunk];
     alignas(64) float scale[rows][chunk / 4];
     alignas(64) std::int32_t sum[rows][chunk / 4];
     q8_row view[rows];
-    for (std::size_t m0 = 0; m0 < M; m0 += rows) {
+    for (std::size_t m0 = m_amx; m0 < M; m0 += rows) {
         const std::size_t mr = M - m0 < rows ? M - m0 : rows;
         for (std::size_t k0 = 0; k0 < K; k0 += chunk) {
             const std::size_t kc = K - k0 < chunk ? K - k0 : chunk;
