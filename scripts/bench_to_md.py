@@ -59,7 +59,8 @@ DECODE_MODELS = ("stories15M", "stories15M_gqa", "gpt2_d256")
 QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"), ("stories15M_int4", "stories15M_q4_0"),
                 ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"),
                 ("stories15M_q8_0", "stories15M_q8_0"), ("stories15M_q8_0_a8", "stories15M_q8_0"),
-                ("stories15M_q4_k_m", "stories15M_q4_k_m"), ("stories15M_q4_k_m_a8", "stories15M_q4_k_m"))
+                ("stories15M_q4_k_m", "stories15M_q4_k_m"), ("stories15M_q4_k_m_a8", "stories15M_q4_k_m"),
+                ("stories15M_q4_k_m_one_format_a8", "stories15M_q4_k_m"))
 PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
     b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
@@ -426,7 +427,9 @@ if decode:
       "quantizers, write_models.py); stories15M_int4 and stories15M_q8_0 read llama.cpp's Q4_0 and Q8_0 files "
       "themselves (ct::load_gguf: into int4_group<32> and int8_group<32> as stored), so both programs run the "
       "same file; stories15M_q4_k_m reads llama.cpp's Q4_K_M mix (tools/gguf_write.py, llama.cpp's quantize "
-      "tool's bytes: Q5_0, Q4_K, Q6_K and Q8_0 tensors) into int8_group_min<16> as stored; "
+      "tool's bytes: Q5_0, Q4_K, Q6_K and Q8_0 tensors) as stored with a format per weight matrix, as "
+      "tools/export.py prints it (int8_group<32>, the down projections int8_group_min<16>; "
+      "stories15M_q4_k_m_one_format_a8: the whole file in int8_group_min<16>); "
       "the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
       "no llama.cpp peer here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
