@@ -7,7 +7,9 @@
 // llama.cpp on the same files: scripts/gguf_agreement.)
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ctformer/io/gguf_load.hpp>
@@ -368,6 +370,21 @@ TEST_CASE("gguf load: every configuration key, name, shape and format error is a
     cases.push_back({"eps", tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", [](gguf_writer& w) {
                          w.scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, 1e-5f); })),
                      ct::errc::config_mismatch, "llama.attention.layer_norm_rms_epsilon"});
+    // (a file's eps of any value is named in the message: negative, infinite, NaN — the fuzzer's find)
+    for (const auto& [what, value, shown] : {std::tuple{"eps negative", -6968.7f, "file -6.97e3"},
+                                              std::tuple{"eps inf", std::numeric_limits<float>::infinity(), "file inf"},
+                                              std::tuple{"eps NaN", std::numeric_limits<float>::quiet_NaN(), "file nan"}}) {
+        const float v = value;
+        cases.push_back({what, tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", [v](gguf_writer& w) {
+                             w.scalar<float>("llama.attention.layer_norm_rms_epsilon", gg::value_type::f32, v); })),
+                         ct::errc::config_mismatch, std::string("llama.attention.layer_norm_rms_epsilon: ") + shown});
+    }
+    cases.push_back({"theta NaN", tensors_of(keys_except("llama.rope.freq_base", [](gguf_writer& w) {
+                         w.scalar<float>("llama.rope.freq_base", gg::value_type::f32, std::numeric_limits<float>::quiet_NaN()); })),
+                     ct::errc::config_mismatch, "llama.rope.freq_base: file nan, type 10000"});
+    cases.push_back({"theta negative", tensors_of(keys_except("llama.rope.freq_base", [](gguf_writer& w) {
+                         w.scalar<float>("llama.rope.freq_base", gg::value_type::f32, -1e30f); })),
+                     ct::errc::config_mismatch, "llama.rope.freq_base: file -1.00e30, type 10000"});
     cases.push_back({"eps absent", tensors_of(keys_except("llama.attention.layer_norm_rms_epsilon", none)), ct::errc::config_mismatch,
                      "llama.attention.layer_norm_rms_epsilon"});
     cases.push_back({"a required key absent", tensors_of(keys_except("llama.feed_forward_length", none)), ct::errc::config_mismatch,

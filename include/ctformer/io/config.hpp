@@ -82,7 +82,11 @@ struct field_check {
 inline void append_value(text& t, bool v) { t << (v ? "true" : "false"); }
 inline void append_value(text& t, const char* v) { t << v; }
 inline void append_value(text& t, std::size_t v) { t << v; }
-[[gnu::cold]] inline void append_value(text& t, double v) {  // positive (eps): three significant digits, d.dde-n
+[[gnu::cold]] inline void append_value(text& t, double v) {  // three significant digits, d.dde-n (a file's: any double)
+    if (v != v) return void(t << "nan");
+    if (v < 0) t << "-", v = -v;
+    if (v > 1.7976931348623157e308) return void(t << "inf");
+    if (v == 0) return void(t << "0");
     int e = 0;
     while (v > 0 && v < 1) v *= 10, --e;
     while (v >= 10) v /= 10, ++e;

@@ -150,14 +150,19 @@ template <class P, class G> status check_llama_config(const G& g) {
     if (ctx < c.context) return config_error("llama.context_length (at least the type's context)", ctx, c.context);
     double eps = 0, theta = 10000;
     const kv* e = g.find("llama.attention.layer_norm_rms_epsilon");
-    if (!e || !e->v.get(eps) || eps - c.eps > 1e-6 * c.eps || c.eps - eps > 1e-6 * c.eps) {
+    if (!e || !e->v.get(eps) || !(eps - c.eps <= 1e-6 * c.eps && c.eps - eps <= 1e-6 * c.eps)) {  // (NaN: a mismatch)
         text f, t;
         safetensors::detail::append_value(f, e && e->v.get(eps) ? eps : 0.0);
         safetensors::detail::append_value(t, c.eps);
         return config_error("llama.attention.layer_norm_rms_epsilon", f.view(), t.view());
     }
     if (const kv* r = g.find("llama.rope.freq_base"); r && !r->v.get(theta)) return status::error(errc::config_mismatch, "llama.rope.freq_base");
-    if (theta != static_cast<double>(c.rope_theta)) return config_error("llama.rope.freq_base", static_cast<std::uint64_t>(theta), c.rope_theta);
+    if (theta != static_cast<double>(c.rope_theta)) {  // (the file's value as a double: negative, huge or NaN too)
+        text f, t;
+        safetensors::detail::append_value(f, theta);
+        t << c.rope_theta;
+        return config_error("llama.rope.freq_base", f.view(), t.view());
+    }
     const bool file_tied = g.find_tensor("output.weight") == nullptr;
     if (c.tied && !file_tied) return config_error("output.weight", "an untied head", "tied embeddings");
     return {};
