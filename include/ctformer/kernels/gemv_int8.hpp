@@ -323,7 +323,7 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
         static_assert(R == amx_rows && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
         using vt = simd::vec<float>;
         constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
-        const std::size_t B = q8_block<Fmt>(b.p.K), ps = (G ? b.p.K / G : 1) * NR, blocks = K / B;
+        const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B;
         const std::uint32_t* words = b.p.w.words + b.p.k0 / 4 * NR;
         alignas(64) std::int32_t sums[2][R][W];
         for (std::size_t v = 0; v < 2; ++v) {
@@ -368,7 +368,6 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
                 simd::store(c + r * ldc + v * W, apply_vec<float>(act, y));
             }
         }
-        (void)ps;
     }
 };
 // Whether this process may use AMX tiles (Linux grants them on request, once).
