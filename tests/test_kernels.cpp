@@ -320,7 +320,7 @@ TEST_CASE_TEMPLATE("kernels: reductions, softmax, norms vs scalar reference", T,
     for (T v : blocked) CHECK(v == T(0));
 }
 
-TEST_CASE_TEMPLATE("kernels: hsum_lanes; layer_norm_rows and rms_norm_rows vs double, rows in groups and one by one", T, float, double) {
+TEST_CASE_TEMPLATE("kernels: hsum_lanes, hmax_lanes; layer_norm_rows and rms_norm_rows vs double, rows in groups and one by one", T, float, double) {
     constexpr std::size_t W = ct::simd::width<T>;
     {  // lane i = the sum of vector i's lanes (small integers: exact in any order)
         std::array<ct::simd::vec<T>, W> v;
@@ -332,6 +332,15 @@ TEST_CASE_TEMPLATE("kernels: hsum_lanes; layer_norm_rows and rms_norm_rows vs do
         }
         std::array<T, W> got{};
         ct::simd::store(got.data(), ct::simd::hsum_lanes<T>(v.data()));
+        for (std::size_t i = 0; i < W; ++i) CHECK(got[i] == want[i]);
+        // hmax_lanes: lane i = the largest of vector i's lanes
+        for (std::size_t i = 0; i < W; ++i) {
+            std::array<T, W> lanes{};
+            want[i] = T(-100);
+            for (std::size_t j = 0; j < W; ++j) want[i] = std::max(want[i], lanes[j] = T(int(i * 5 + j * 7) % 13 - 6) / T(4));
+            v[i] = ct::simd::load(lanes.data());
+        }
+        ct::simd::store(got.data(), ct::simd::hmax_lanes<T>(v.data()));
         for (std::size_t i = 0; i < W; ++i) CHECK(got[i] == want[i]);
     }
     // rows: fewer than a group, one group, groups and a tail; n: whole vectors (grouped) or not

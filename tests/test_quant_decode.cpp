@@ -165,6 +165,46 @@ TEST_CASE("quant int8: activations per block: max -> ±127, within half a step, 
         if (k != 70) CHECK(q8[k] == 0);  // the rest of the huge value's block rounds to zero
 }
 
+// The scalar reference of quantize_row_q8 (one block at a time): the vector paths give its bits.
+template <class Fmt>
+void reference_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, float* scale, std::int32_t* sum) {
+    for (std::size_t k0 = 0, b = 0; k0 < K; k0 += B, ++b) {
+        float m = 0;
+        bool finite = true;
+        for (std::size_t j = 0; j < B; ++j) m = std::max(m, std::fabs(x[k0 + j])), finite = finite && std::isfinite(x[k0 + j]);
+        if (!finite) m = std::numeric_limits<float>::quiet_NaN();
+        const float inv = finite && m > 0 ? 127.f / m : 0.f;
+        std::int32_t total = 0;
+        for (std::size_t j = 0; j < B; ++j) {
+            const auto v = static_cast<std::int32_t>(finite ? std::nearbyint(x[k0 + j] * inv) : 0.f);
+            const std::size_t i = j % 8, at = Fmt::per_word == 8 ? j - i + (i % 2) * 4 + i / 2 : j;
+            q[k0 + at] = static_cast<std::int8_t>(v), total += v;
+        }
+        scale[b] = m / 127.f, sum[b] = total;
+    }
+}
+TEST_CASE_TEMPLATE("quant int8: the row quantizer = its one-block-at-a-time reference, bit for bit (any number of blocks, NaN and inf rows)",
+                   Fmt, I8, I4) {
+    for (std::size_t blocks : {1, 2, 9, 15, 16, 17, 24, 33}) {
+        for (int bad = 0; bad < 3; ++bad) {  // finite; a NaN in the last block; an inf in the first
+            const std::size_t K = blocks * 32;
+            std::vector<float> x = random_values(K, unsigned(blocks * 3 + bad), 4.f);
+            for (std::size_t k = 32; k < 64 && k < K; ++k) x[k] = 0;  // a zero block
+            if (bad == 1) x[K - 5] = std::numeric_limits<float>::quiet_NaN();
+            if (bad == 2) x[3] = -std::numeric_limits<float>::infinity();
+            std::vector<std::int8_t> q(K), rq(K);
+            std::vector<float> s(blocks), rs(blocks);
+            std::vector<std::int32_t> t(blocks), rt(blocks);
+            ck::quantize_row_q8<Fmt>(x.data(), K, 32, q.data(), s.data(), t.data());
+            reference_q8<Fmt>(x.data(), K, 32, rq.data(), rs.data(), rt.data());
+            INFO(blocks << " blocks, case " << bad);
+            CHECK(q == rq);
+            CHECK(t == rt);
+            CHECK(std::memcmp(s.data(), rs.data(), blocks * sizeof(float)) == 0);  // (NaN bits included)
+        }
+    }
+}
+
 // ---- Kernels: rows 1..4 (a step) and more (four at a time), edge panels, K in two chunks, bias,
 // act, accumulate; against a double product of the dequantized activations and weights ----
 

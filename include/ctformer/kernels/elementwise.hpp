@@ -14,7 +14,7 @@ struct identity_op {
 };
 
 // Applies a functor to a vector; a user functor that only accepts scalars is applied lane by lane.
-template <class T, class F> inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
+template <class T, class F> [[gnu::always_inline]] inline simd::vec<T> apply_vec(const F& f, const simd::vec<T>& v) {
     if constexpr (std::is_invocable_r_v<simd::vec<T>, const F&, simd::vec<T>>) {
         return f(v);
     } else {

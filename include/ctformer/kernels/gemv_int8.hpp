@@ -91,11 +91,75 @@ inline void round_scaled(const float* x, std::size_t n, float inv, std::int32_t*
 }
 }  // namespace detail
 
+namespace detail {
+// q[0..B) <- qi in the format's byte order (int4 formats: each 8 inputs evens first)
+template <class Fmt> inline void store_q8(const std::int32_t* qi, std::size_t B, std::int8_t* q) {
+    for (std::size_t j = 0; j < B; ++j) {
+        const std::size_t i = j % 8;
+        q[Fmt::per_word == 8 ? j - i + (i % 2) * 4 + i / 2 : j] = static_cast<std::int8_t>(qi[j]);
+    }
+}
+#if CTFORMER_XSIMD
+// quantize_row_q8's values for blocks of 32 (whole vectors), a vector's width of blocks at a time:
+// their maxima reduced together (one butterfly for all), their divisions in one vector, their
+// sums likewise; no block's chain waits for another's. false (nothing meaningful written) where
+// the row holds NaN or inf, whose blocks the one-block-at-a-time path handles.
+template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t K, std::int8_t* q, float* scale, std::int32_t* sum) {
+    using vt = simd::vec<float>;
+    constexpr std::size_t W = simd::width<float>, NV = 32 / W;
+    const std::size_t blocks = K / 32;
+    alignas(64) float inv[W], step[W], total[W];
+    alignas(64) std::int32_t qi[32];
+    for (std::size_t b0 = 0; b0 < blocks; b0 += W) {
+        const std::size_t n = blocks - b0 < W ? blocks - b0 : W;
+        vt m[W];
+        auto finite = vt(0.f) <= vt(0.f);
+#pragma GCC unroll 16
+        for (std::size_t j = 0; j < W; ++j) {
+            m[j] = vt(0.f);
+            if (j < n)
+#pragma GCC unroll 8
+                for (std::size_t i = 0; i < NV; ++i) {
+                    const vt a = xsimd::abs(simd::load(x + (b0 + j) * 32 + i * W));
+                    m[j] = xsimd::max(m[j], a);
+                    finite = finite && a <= vt(std::numeric_limits<float>::max());
+                }
+        }
+        if (!xsimd::all(finite)) return false;
+        const vt mx = simd::hmax_lanes<float>(m);
+        xsimd::select(mx > vt(0.f), vt(127.f) / mx, vt(0.f)).store_aligned(inv);
+        (mx / vt(127.f)).store_aligned(step);
+        vt t[W];
+#pragma GCC unroll 16
+        for (std::size_t j = 0; j < W; ++j) {
+            simd::ivec tj(0);
+            if (j < n) {
+#pragma GCC unroll 8
+                for (std::size_t i = 0; i < NV; ++i) {
+                    const simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * 32 + i * W) * vt(inv[j]));
+                    tj = tj + r;
+                    r.store_aligned(qi + i * W);
+                }
+                store_q8<Fmt>(qi, 32, q + (b0 + j) * 32);
+            }
+            t[j] = xsimd::to_float(tj);  // (|Σ| <= 32 · 127: exact)
+        }
+        simd::hsum_lanes<float>(t).store_aligned(total);
+        for (std::size_t j = 0; j < n; ++j) scale[b0 + j] = step[j], sum[b0 + j] = static_cast<std::int32_t>(total[j]);
+    }
+    return true;
+}
+#endif
+}  // namespace detail
+
 // x: K floats (finite) -> q, scale, sum as q8_row describes, blocks of B (<= 32). |x · 127/m| <= 127
 // rounds to at most 127: no clamp.
 template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, float* scale,
                                                  std::int32_t* sum) {
-    constexpr bool evens_first = Fmt::per_word == 8;
+#if CTFORMER_XSIMD
+    if constexpr (simd::vectorized<float> && 32 % simd::width<float> == 0)
+        if (B == 32 && detail::quantize_row_q8_32<Fmt>(x, K, q, scale, sum)) return;
+#endif
     alignas(64) std::int32_t qi[32];
     for (std::size_t k0 = 0, blk = 0; k0 < K; k0 += B, ++blk) {
         const float m = detail::abs_max(x + k0, B);
@@ -105,11 +169,8 @@ template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, 
             detail::round_scaled(x + k0, B, m > 0 ? 127.f / m : 0.f, qi);
         }
         std::int32_t total = 0;
-        for (std::size_t j = 0; j < B; ++j) {
-            const std::size_t i = j % 8, at = evens_first ? j - i + (i % 2) * 4 + i / 2 : j;
-            q[k0 + at] = static_cast<std::int8_t>(qi[j]);
-            total += qi[j];
-        }
+        for (std::size_t j = 0; j < B; ++j) total += qi[j];
+        detail::store_q8<Fmt>(qi, B, q + k0);
         scale[blk] = m / 127.f;
         sum[blk] = total;
     }
@@ -268,48 +329,58 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
 
 #if CTFORMER_AMX
 // Sixteen rows at a time on AMX tiles (Intel's TMUL: a 16-row tile product per instruction): each
-// activation block's integer sums for 16 rows × 16 outputs in one tile product (signed × signed: no
-// offset), stored and taken into the float sums exactly as gemv_int8_tile takes its register sums
+// activation block's integer sums for 16 rows × 32 outputs in two tile products (signed × signed:
+// no offset), stored and taken into the float sums exactly as gemv_int8_tile takes its register sums
 // (the same operations in the same order: the same bits). Blocks alternate between two sets of
-// tiles so that one block's product runs while the one before is stored and scaled. int8 weights
-// (int4 would unpack first); a panel's two halves of 16 outputs one after the other.
+// tiles and a block's sums are taken one block late, so that the tile unit's latency (product,
+// store, reload) hides behind the scaling. int8 weights (int4 would unpack first).
 template <class Fmt> struct amx_panels {
     q8_panels<Fmt> p;
     std::size_t a_stride;  // bytes between the quantized rows
 };
 inline constexpr std::size_t amx_rows = 16;
-// The tile shapes for blocks of B inputs: A (tiles 0, 1) 16 rows × B bytes, the weights' half
-// panel (tiles 2, 3) B/4 word rows × 64 bytes, the sums (tiles 4, 5) 16 rows × 16 int32.
+// The tile shapes for blocks of B inputs: A (tiles 0, 3) 16 rows × B bytes, the weights' panel
+// halves (tiles 1, 2) B/4 word rows × 64 bytes, the sums (tiles 4, 5 and 6, 7) 16 rows × 16 int32.
 inline void amx_configure(std::size_t B) {
     struct alignas(64) config {
         std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
         std::uint16_t colsb[16] = {};
         std::uint8_t rows[16] = {};
     } c;
-    for (int t : {0, 1}) c.colsb[t] = static_cast<std::uint16_t>(B), c.rows[t] = amx_rows;
-    for (int t : {2, 3}) c.colsb[t] = 64, c.rows[t] = static_cast<std::uint8_t>(B / 4);
-    for (int t : {4, 5}) c.colsb[t] = 64, c.rows[t] = amx_rows;
+    for (int t : {0, 3}) c.colsb[t] = static_cast<std::uint16_t>(B), c.rows[t] = amx_rows;
+    for (int t : {1, 2}) c.colsb[t] = 64, c.rows[t] = static_cast<std::uint8_t>(B / 4);
+    for (int t : {4, 5, 6, 7}) c.colsb[t] = 64, c.rows[t] = amx_rows;
     asm volatile("ldtilecfg %0" : : "m"(c));  // (GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes)
 }
-// One block's product on tile set 0 (tiles 0, 2 -> 4) or 1 (1, 3 -> 5), and its sums out into
-// (16, 16) int32. (The intrinsics take the tile numbers as literals.)
+// One block's products on tile set 0 (A in tile 0, sums in 4, 5) or 1 (A in 3, sums in 6, 7): the
+// panel's two halves of 16 outputs (w, w + 16). (The intrinsics take the tile numbers as literals.)
 template <int Set> inline void amx_product(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w) {
     const long stride = static_cast<long>(a_stride);
+    _tile_loadd(1, w, 128);  // (a panel's word rows: 32 words apart)
+    _tile_loadd(2, w + 16, 128);
     if constexpr (Set == 0) {
         _tile_loadd(0, a, stride);
-        _tile_loadd(2, w, 128);  // (a panel's word rows: 32 words apart)
         _tile_zero(4);
-        _tile_dpbssd(4, 0, 2);
-    } else {
-        _tile_loadd(1, a, stride);
-        _tile_loadd(3, w, 128);
         _tile_zero(5);
-        _tile_dpbssd(5, 1, 3);
+        _tile_dpbssd(4, 0, 1);
+        _tile_dpbssd(5, 0, 2);
+    } else {
+        _tile_loadd(3, a, stride);
+        _tile_zero(6);
+        _tile_zero(7);
+        _tile_dpbssd(6, 3, 1);
+        _tile_dpbssd(7, 3, 2);
     }
 }
+// sums: (2 halves, 16 rows, 16 outputs) int32
 template <int Set> inline void amx_sums(std::int32_t* sums) {
-    if constexpr (Set == 0) _tile_stored(4, sums, 64);
-    else _tile_stored(5, sums, 64);
+    if constexpr (Set == 0) {
+        _tile_stored(4, sums, 64);
+        _tile_stored(5, sums + amx_rows * 16, 64);
+    } else {
+        _tile_stored(6, sums, 64);
+        _tile_stored(7, sums + amx_rows * 16, 64);
+    }
 }
 template <class Fmt> struct panel_source<amx_panels<Fmt>> {
     static constexpr std::size_t streams(std::size_t) { return 1; }
@@ -325,49 +396,53 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
         constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
         const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B;
         const std::uint32_t* words = b.p.w.words + b.p.k0 / 4 * NR;
-        alignas(64) std::int32_t sums[2][R][W];
-        for (std::size_t v = 0; v < 2; ++v) {
-            vt acc[R];
-            for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
-            // block blk's sums (in sums[blk % 2]) into acc
-            const auto take = [&](std::size_t blk) {
-                const std::int32_t(&s)[R][W] = sums[blk % 2];
-                const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR + v * W;
-                const vt sw = G ? simd::load(b.p.w.scales + at) : vt(1.f);
+        alignas(64) std::int32_t sums[2][2][R][W];  // (block parity, half, row, output)
+        vt acc[R][2];
+        for (std::size_t r = 0; r < R; ++r) acc[r][0] = acc[r][1] = vt(0.f);
+        // block blk's sums (in sums[blk % 2]) into acc
+        const auto take = [&](std::size_t blk) {
+            const std::int32_t(&s)[2][R][W] = sums[blk % 2];
+            const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR;
+            vt sw[2] = {vt(1.f), vt(1.f)}, mn[2] = {vt(0.f), vt(0.f)};
+            if constexpr (G) sw[0] = simd::load(b.p.w.scales + at), sw[1] = simd::load(b.p.w.scales + at + W);
+            if constexpr (has_min<Fmt>) mn[0] = simd::load(b.p.w.mins + at), mn[1] = simd::load(b.p.w.mins + at + W);
 #pragma GCC unroll 16
-                for (std::size_t r = 0; r < R; ++r) {
-                    const float sa = a[r * lda].scale[blk];
-                    const vt isum = xsimd::to_float(simd::ivec::load_aligned(s[r]));
+            for (std::size_t r = 0; r < R; ++r) {
+                const float sa = a[r * lda].scale[blk];
+                for (std::size_t v = 0; v < 2; ++v) {
+                    const vt isum = xsimd::to_float(simd::ivec::load_aligned(s[v][r]));
                     if constexpr (G) {
-                        acc[r] = simd::fma<float>(isum, vt(sa) * sw, acc[r]);
+                        acc[r][v] = simd::fma<float>(isum, vt(sa) * sw[v], acc[r][v]);
                         if constexpr (has_min<Fmt>)
-                            acc[r] = simd::fma<float>(simd::load(b.p.w.mins + at), vt(-(sa * static_cast<float>(a[r * lda].sum[blk]))), acc[r]);
+                            acc[r][v] = simd::fma<float>(mn[v], vt(-(sa * static_cast<float>(a[r * lda].sum[blk]))), acc[r][v]);
                     } else {
-                        acc[r] = simd::fma<float>(isum, vt(sa), acc[r]);
+                        acc[r][v] = simd::fma<float>(isum, vt(sa), acc[r][v]);
                     }
                 }
-            };
-            const auto product = [&](std::size_t blk) {
-                const std::int8_t* ab = a[0].q + blk * B;
-                const std::uint32_t* wb = words + blk * (B / 4) * NR + v * W;
-                if (blk % 2 == 0) amx_product<0>(ab, b.a_stride, wb);
-                else amx_product<1>(ab, b.a_stride, wb);
-            };
-            product(0);
-            for (std::size_t blk = 0; blk < blocks; ++blk) {
-                if (blk + 1 < blocks) product(blk + 1);  // (the next block's product runs while this one's is scaled)
-                if (blk % 2 == 0) amx_sums<0>(sums[0][0]);
-                else amx_sums<1>(sums[1][0]);
-                take(blk);
             }
-            for (std::size_t r = 0; r < R; ++r) {
-                vt y = acc[r];
+        };
+        const auto product = [&](std::size_t blk) {
+            const std::int8_t* ab = a[0].q + blk * B;
+            const std::uint32_t* wb = words + blk * (B / 4) * NR;
+            if (blk % 2 == 0) amx_product<0>(ab, b.a_stride, wb);
+            else amx_product<1>(ab, b.a_stride, wb);
+        };
+        product(0);
+        for (std::size_t blk = 0; blk < blocks; ++blk) {
+            if (blk + 1 < blocks) product(blk + 1);
+            if (blk % 2 == 0) amx_sums<0>(sums[0][0][0]);
+            else amx_sums<1>(sums[1][0][0]);
+            if (blk) take(blk - 1);  // (the sums stored one block ago: the tile stores have landed)
+        }
+        take(blocks - 1);
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t v = 0; v < 2; ++v) {
+                vt y = acc[r][v];
                 if (!G && b.p.w.scales) y = y * simd::load(b.p.w.scales + v * W);
                 if (accumulate) y = y + simd::load(c + r * ldc + v * W);
                 if (bias) y = y + simd::load(bias + v * W);
                 simd::store(c + r * ldc + v * W, apply_vec<float>(act, y));
             }
-        }
     }
 };
 // Whether this process may use AMX tiles (Linux grants them on request, once).

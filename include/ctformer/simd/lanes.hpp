@@ -194,16 +194,19 @@ template <class T> inline void transpose_square(vec<T>* v) {
 // v: width<T> vectors (overwritten) -> lane i = Σ of v[i]'s lanes: log2(width) butterfly steps,
 // each halving the vectors (two blends, one lane swap, one add per pair) on x86; the horizontal
 // sums one by one elsewhere. A row normalization's statistics for width rows at once.
-template <class T> inline vec<T> hsum_lanes(vec<T>* v) {
+template <class T> inline vec<T> hsum_lanes(vec<T>* v);
+// The same with max for +: lane i = the largest of v[i]'s lanes (no NaN among them).
+template <class T> inline vec<T> hmax_lanes(vec<T>* v);
+namespace detail {
+template <class T, class Op, class Each> inline vec<T> reduce_lanes(vec<T>* v, const Op& op, const Each& each) {
 #if CTFORMER_XSIMD
     if constexpr (vectorized<T> && detail::has_swizzle) {
         constexpr std::size_t W = width<T>;
-        auto step = [v]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+        auto step = [v, &op]<std::size_t K>(std::integral_constant<std::size_t, K>) {
             const auto hi = detail::lanes_with_bit<T, K>();
 #pragma GCC unroll 16
             for (std::size_t i = 0; i < W / (2 * K); ++i)  // pairs (v[2i], v[2i+1]) -> v[i]
-                v[i] = xsimd::select(hi, v[2 * i + 1], v[2 * i]) +
-                       detail::swap_lanes_by<T, K>(xsimd::select(hi, v[2 * i], v[2 * i + 1]));
+                v[i] = op(xsimd::select(hi, v[2 * i + 1], v[2 * i]), detail::swap_lanes_by<T, K>(xsimd::select(hi, v[2 * i], v[2 * i + 1])));
         };
         step(std::integral_constant<std::size_t, 1>{});
         if constexpr (W >= 4) step(std::integral_constant<std::size_t, 2>{});
@@ -212,17 +215,32 @@ template <class T> inline vec<T> hsum_lanes(vec<T>* v) {
         return v[0];
     } else if constexpr (vectorized<T>) {
         alignas(64) T s[width<T>];
-        for (std::size_t i = 0; i < width<T>; ++i) s[i] = hsum<T>(v[i]);
+        for (std::size_t i = 0; i < width<T>; ++i) s[i] = each(v[i]);
         return vec<T>::load_aligned(s);
     } else
 #endif
-    return v[0];
+    return (void)op, (void)each, v[0];
+}
+}  // namespace detail
+template <class T> inline vec<T> hsum_lanes(vec<T>* v) {
+    return detail::reduce_lanes<T>(v, [](const vec<T>& a, const vec<T>& b) { return a + b; }, [](const vec<T>& a) { return hsum<T>(a); });
 }
 template <class T> inline T hmax(const vec<T>& v) {
 #if CTFORMER_XSIMD
     if constexpr (vectorized<T>) return detail::vector_hmax<T>(v); else
 #endif
     return v;
+}
+template <class T> inline vec<T> hmax_lanes(vec<T>* v) {
+    return detail::reduce_lanes<T>(
+        v,
+        [](const vec<T>& a, const vec<T>& b) -> vec<T> {
+#if CTFORMER_XSIMD
+            if constexpr (vectorized<T>) return xsimd::max(a, b); else
+#endif
+            return a > b ? a : b;
+        },
+        [](const vec<T>& a) { return hmax<T>(a); });
 }
 
 // Lanes [0, count) of x, and fill in the others (count may exceed the width).
