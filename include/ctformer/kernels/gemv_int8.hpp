@@ -329,18 +329,19 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
 
 #if CTFORMER_AMX
 // Sixteen rows at a time on AMX tiles (Intel's TMUL: a 16-row tile product per instruction): each
-// activation block's integer sums for 16 rows × 32 outputs in two tile products (signed × signed:
-// no offset), stored and taken into the float sums exactly as gemv_int8_tile takes its register sums
-// (the same operations in the same order: the same bits). Blocks alternate between two sets of
-// tiles and a block's sums are taken one block late, so that the tile unit's latency (product,
-// store, reload) hides behind the scaling. int8 weights (int4 would unpack first).
+// activation block's integer sums for 16 rows × 16 outputs in one tile product (signed × signed: no
+// offset). A section of blocks' products and stores first, then their sums taken into the float
+// sums exactly as gemv_int8_tile takes its register sums (the same operations in the same order:
+// the same bits); a panel's two halves of 16 outputs one after the other, a half's float sums in
+// registers (tile loads and stores share the load and store ports with the vector code: spilled
+// sums doubled that traffic).
 template <class Fmt> struct amx_panels {
     q8_panels<Fmt> p;
-    std::size_t a_stride;  // bytes between the quantized rows
+    std::size_t a_stride;  // bytes between the quantized rows; their scales and sums a_stride / 4 apart
 };
-inline constexpr std::size_t amx_rows = 16;
-// The tile shapes for blocks of B inputs: A (tiles 0, 3) 16 rows × B bytes, the weights' panel
-// halves (tiles 1, 2) B/4 word rows × 64 bytes, the sums (tiles 4, 5 and 6, 7) 16 rows × 16 int32.
+inline constexpr std::size_t amx_rows = 16, amx_section = 16;  // blocks whose products are issued together
+// The tile shapes for blocks of B inputs: A (tiles 0, 3) 16 rows × B bytes, the weights' half
+// panel (tiles 1, 2) B/4 word rows × 64 bytes, the sums (tiles 4, 5) 16 rows × 16 int32.
 inline void amx_configure(std::size_t B) {
     struct alignas(64) config {
         std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -349,37 +350,25 @@ inline void amx_configure(std::size_t B) {
     } c;
     for (int t : {0, 3}) c.colsb[t] = static_cast<std::uint16_t>(B), c.rows[t] = amx_rows;
     for (int t : {1, 2}) c.colsb[t] = 64, c.rows[t] = static_cast<std::uint8_t>(B / 4);
-    for (int t : {4, 5, 6, 7}) c.colsb[t] = 64, c.rows[t] = amx_rows;
+    for (int t : {4, 5}) c.colsb[t] = 64, c.rows[t] = amx_rows;
     asm volatile("ldtilecfg %0" : : "m"(c));  // (GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes)
 }
-// One block's products on tile set 0 (A in tile 0, sums in 4, 5) or 1 (A in 3, sums in 6, 7): the
-// panel's two halves of 16 outputs (w, w + 16). (The intrinsics take the tile numbers as literals.)
-template <int Set> inline void amx_product(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w) {
+// One block's product on tile set 0 (tiles 0, 1 -> 4) or 1 (3, 2 -> 5), its sums out into (16, 16)
+// int32. (The intrinsics take the tile numbers as literals.)
+template <int Set> inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w, std::int32_t* sums) {
     const long stride = static_cast<long>(a_stride);
-    _tile_loadd(1, w, 128);  // (a panel's word rows: 32 words apart)
-    _tile_loadd(2, w + 16, 128);
     if constexpr (Set == 0) {
         _tile_loadd(0, a, stride);
+        _tile_loadd(1, w, 128);  // (a panel's word rows: 32 words apart)
         _tile_zero(4);
-        _tile_zero(5);
         _tile_dpbssd(4, 0, 1);
-        _tile_dpbssd(5, 0, 2);
+        _tile_stored(4, sums, 64);
     } else {
         _tile_loadd(3, a, stride);
-        _tile_zero(6);
-        _tile_zero(7);
-        _tile_dpbssd(6, 3, 1);
-        _tile_dpbssd(7, 3, 2);
-    }
-}
-// sums: (2 halves, 16 rows, 16 outputs) int32
-template <int Set> inline void amx_sums(std::int32_t* sums) {
-    if constexpr (Set == 0) {
-        _tile_stored(4, sums, 64);
-        _tile_stored(5, sums + amx_rows * 16, 64);
-    } else {
-        _tile_stored(6, sums, 64);
-        _tile_stored(7, sums + amx_rows * 16, 64);
+        _tile_loadd(2, w, 128);
+        _tile_zero(5);
+        _tile_dpbssd(5, 3, 2);
+        _tile_stored(5, sums, 64);
     }
 }
 template <class Fmt> struct panel_source<amx_panels<Fmt>> {
@@ -389,60 +378,54 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
         return {panel_source<q8_panels<Fmt>>::at(b.p, p, K), b.a_stride};
     }
     template <std::size_t R, std::size_t Q, class Act>
-    static void tile(std::size_t K, const q8_row* a, std::size_t lda, const amx_panels<Fmt>& b, float* c, std::size_t ldc,
+    static void tile(std::size_t K, const q8_row* a, std::size_t, const amx_panels<Fmt>& b, float* c, std::size_t ldc,
                      const float* bias, const Act& act, bool accumulate) {
         static_assert(R == amx_rows && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
         using vt = simd::vec<float>;
         constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
-        const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B;
+        const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B, ss = b.a_stride / 4;
         const std::uint32_t* words = b.p.w.words + b.p.k0 / 4 * NR;
-        alignas(64) std::int32_t sums[2][2][R][W];  // (block parity, half, row, output)
-        vt acc[R][2];
-        for (std::size_t r = 0; r < R; ++r) acc[r][0] = acc[r][1] = vt(0.f);
-        // block blk's sums (in sums[blk % 2]) into acc
-        const auto take = [&](std::size_t blk) {
-            const std::int32_t(&s)[2][R][W] = sums[blk % 2];
-            const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR;
-            vt sw[2] = {vt(1.f), vt(1.f)}, mn[2] = {vt(0.f), vt(0.f)};
-            if constexpr (G) sw[0] = simd::load(b.p.w.scales + at), sw[1] = simd::load(b.p.w.scales + at + W);
-            if constexpr (has_min<Fmt>) mn[0] = simd::load(b.p.w.mins + at), mn[1] = simd::load(b.p.w.mins + at + W);
+        const float* sa = a[0].scale;
+        [[maybe_unused]] const std::int32_t* sq = a[0].sum;
+        alignas(64) std::int32_t sums[amx_section][R][W];  // (block of the section, row, output)
+        for (std::size_t v = 0; v < 2; ++v) {
+            vt acc[R];
 #pragma GCC unroll 16
-            for (std::size_t r = 0; r < R; ++r) {
-                const float sa = a[r * lda].scale[blk];
-                for (std::size_t v = 0; v < 2; ++v) {
-                    const vt isum = xsimd::to_float(simd::ivec::load_aligned(s[v][r]));
-                    if constexpr (G) {
-                        acc[r][v] = simd::fma<float>(isum, vt(sa) * sw[v], acc[r][v]);
-                        if constexpr (has_min<Fmt>)
-                            acc[r][v] = simd::fma<float>(mn[v], vt(-(sa * static_cast<float>(a[r * lda].sum[blk]))), acc[r][v]);
-                    } else {
-                        acc[r][v] = simd::fma<float>(isum, vt(sa), acc[r][v]);
+            for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
+            for (std::size_t b0 = 0; b0 < blocks; b0 += amx_section) {
+                const std::size_t b1 = b0 + amx_section < blocks ? b0 + amx_section : blocks;
+                for (std::size_t blk = b0; blk < b1; ++blk) {
+                    const std::int8_t* ab = a[0].q + blk * B;
+                    const std::uint32_t* wb = words + blk * (B / 4) * NR + v * W;
+                    if (blk % 2 == 0) amx_block<0>(ab, b.a_stride, wb, sums[blk - b0][0]);
+                    else amx_block<1>(ab, b.a_stride, wb, sums[blk - b0][0]);
+                }
+                for (std::size_t blk = b0; blk < b1; ++blk) {
+                    const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR + v * W;
+                    const vt sw = G ? simd::load(b.p.w.scales + at) : vt(1.f);
+#pragma GCC unroll 16
+                    for (std::size_t r = 0; r < R; ++r) {
+                        const vt isum = xsimd::to_float(simd::ivec::load_aligned(sums[blk - b0][r]));
+                        const float sr = sa[r * ss + blk];
+                        if constexpr (G) {
+                            acc[r] = simd::fma<float>(isum, vt(sr) * sw, acc[r]);
+                            if constexpr (has_min<Fmt>)
+                                acc[r] = simd::fma<float>(simd::load(b.p.w.mins + at), vt(-(sr * static_cast<float>(sq[r * ss + blk]))), acc[r]);
+                        } else {
+                            acc[r] = simd::fma<float>(isum, vt(sr), acc[r]);
+                        }
                     }
                 }
             }
-        };
-        const auto product = [&](std::size_t blk) {
-            const std::int8_t* ab = a[0].q + blk * B;
-            const std::uint32_t* wb = words + blk * (B / 4) * NR;
-            if (blk % 2 == 0) amx_product<0>(ab, b.a_stride, wb);
-            else amx_product<1>(ab, b.a_stride, wb);
-        };
-        product(0);
-        for (std::size_t blk = 0; blk < blocks; ++blk) {
-            if (blk + 1 < blocks) product(blk + 1);
-            if (blk % 2 == 0) amx_sums<0>(sums[0][0][0]);
-            else amx_sums<1>(sums[1][0][0]);
-            if (blk) take(blk - 1);  // (the sums stored one block ago: the tile stores have landed)
-        }
-        take(blocks - 1);
-        for (std::size_t r = 0; r < R; ++r)
-            for (std::size_t v = 0; v < 2; ++v) {
-                vt y = acc[r][v];
+#pragma GCC unroll 16
+            for (std::size_t r = 0; r < R; ++r) {
+                vt y = acc[r];
                 if (!G && b.p.w.scales) y = y * simd::load(b.p.w.scales + v * W);
                 if (accumulate) y = y + simd::load(c + r * ldc + v * W);
                 if (bias) y = y + simd::load(bias + v * W);
                 simd::store(c + r * ldc + v * W, apply_vec<float>(act, y));
             }
+        }
     }
 };
 // Whether this process may use AMX tiles (Linux grants them on request, once).
