@@ -334,7 +334,7 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
 // sums exactly as gemv_int8_tile takes its register sums (the same operations in the same order:
 // the same bits); a panel's two halves of 16 outputs one after the other, a half's float sums in
 // registers (tile loads and stores share the load and store ports with the vector code: spilled
-// sums doubled that traffic).
+// sums doubled that traffic). int4 weights: each block's half panel unpacked to int8 words first.
 template <class Fmt> struct amx_panels {
     q8_panels<Fmt> p;
     std::size_t a_stride;  // bytes between the quantized rows; their scales and sums a_stride / 4 apart
@@ -355,20 +355,40 @@ inline void amx_configure(std::size_t B) {
 }
 // One block's product on tile set 0 (tiles 0, 1 -> 4) or 1 (3, 2 -> 5), its sums out into (16, 16)
 // int32. (The intrinsics take the tile numbers as literals.)
-template <int Set> inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w, std::int32_t* sums) {
+template <int Set>
+inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uint32_t* w, long w_stride, std::int32_t* sums) {
     const long stride = static_cast<long>(a_stride);
     if constexpr (Set == 0) {
         _tile_loadd(0, a, stride);
-        _tile_loadd(1, w, 128);  // (a panel's word rows: 32 words apart)
+        _tile_loadd(1, w, w_stride);
         _tile_zero(4);
         _tile_dpbssd(4, 0, 1);
         _tile_stored(4, sums, 64);
     } else {
         _tile_loadd(3, a, stride);
-        _tile_loadd(2, w, 128);
+        _tile_loadd(2, w, w_stride);
         _tile_zero(5);
         _tile_dpbssd(5, 3, 2);
         _tile_stored(5, sums, 64);
+    }
+}
+// One block's int4 half panel (B/8 word rows of 16 outputs, 8 levels a word) as int8 words for the
+// tile: word row j's low nibbles (the block's inputs 8j, 8j+2, .., as the quantized activations
+// order them) in row 2j, its high nibbles in row 2j + 1; signed levels (u = level + 8) as u − 8
+// (bytewise: u + 120, then the sign bit flipped), so the tile product is the register kernel's
+// exact sum.
+template <class Fmt> inline void amx_unpack_int4(const std::uint32_t* w, std::size_t B, std::uint32_t (*out)[16]) {
+    using iv = simd::ivec;
+    for (std::size_t j = 0; j < B / 8; ++j) {
+        iv u = iv::load_unaligned(reinterpret_cast<const std::int32_t*>(w + j * 32));
+        if constexpr (!unsigned_levels<Fmt>) u = u ^ iv(std::int32_t(0x88888888u));  // (two's complement nibbles: u = level + 8)
+        iv lo = u & iv(0x0f0f0f0f), hi = iv(u >> 4) & iv(0x0f0f0f0f);
+        if constexpr (!unsigned_levels<Fmt>) {
+            lo = (lo + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
+            hi = (hi + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
+        }
+        lo.store_aligned(reinterpret_cast<std::int32_t*>(out[2 * j]));
+        hi.store_aligned(reinterpret_cast<std::int32_t*>(out[2 * j + 1]));
     }
 }
 template <class Fmt> struct panel_source<amx_panels<Fmt>> {
@@ -383,22 +403,29 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
         static_assert(R == amx_rows && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
         using vt = simd::vec<float>;
         constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
+        constexpr std::size_t P = Fmt::per_word;
         const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B, ss = b.a_stride / 4;
-        const std::uint32_t* words = b.p.w.words + b.p.k0 / 4 * NR;
+        const std::uint32_t* words = b.p.w.words + b.p.k0 / P * NR;
         const float* sa = a[0].scale;
         [[maybe_unused]] const std::int32_t* sq = a[0].sum;
         alignas(64) std::int32_t sums[amx_section][R][W];  // (block of the section, row, output)
+        [[maybe_unused]] alignas(64) std::uint32_t unpacked[P == 8 ? amx_section : 1][8][16];  // (int4: blocks of <= 32)
         for (std::size_t v = 0; v < 2; ++v) {
             vt acc[R];
 #pragma GCC unroll 16
             for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
             for (std::size_t b0 = 0; b0 < blocks; b0 += amx_section) {
                 const std::size_t b1 = b0 + amx_section < blocks ? b0 + amx_section : blocks;
+                if constexpr (P == 8)
+                    for (std::size_t blk = b0; blk < b1; ++blk)
+                        amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, B, unpacked[blk - b0]);
                 for (std::size_t blk = b0; blk < b1; ++blk) {
                     const std::int8_t* ab = a[0].q + blk * B;
-                    const std::uint32_t* wb = words + blk * (B / 4) * NR + v * W;
-                    if (blk % 2 == 0) amx_block<0>(ab, b.a_stride, wb, sums[blk - b0][0]);
-                    else amx_block<1>(ab, b.a_stride, wb, sums[blk - b0][0]);
+                    const std::uint32_t* wb = words + blk * (B / P) * NR + v * W;
+                    long ws = 128;  // (a panel's word rows: 32 words apart)
+                    if constexpr (P == 8) wb = unpacked[blk - b0][0], ws = 64;
+                    if (blk % 2 == 0) amx_block<0>(ab, b.a_stride, wb, ws, sums[blk - b0][0]);
+                    else amx_block<1>(ab, b.a_stride, wb, ws, sums[blk - b0][0]);
                 }
                 for (std::size_t blk = b0; blk < b1; ++blk) {
                     const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR + v * W;
@@ -455,7 +482,7 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
     std::size_t m_amx = 0;  // rows done on AMX tiles: whole groups of sixteen
 #if CTFORMER_AMX
     constexpr std::size_t R = detail::amx_rows;
-    if constexpr (Fmt::per_word == 4) m_amx = M >= R && B >= 16 && detail::amx_ready() ? M / R * R : 0;
+    if constexpr (Fmt::per_word == 4 || Fmt::per_word == 8) m_amx = M >= R && B >= 16 && detail::amx_ready() ? M / R * R : 0;
     if (m_amx) {
         alignas(64) std::int8_t q[R][chunk];
         alignas(64) float scale[R][chunk / 4];
