@@ -4,6 +4,7 @@
 #include <random>
 
 #include "common.hpp"
+#include <ctformer/kernels/sampling.hpp>
 
 namespace {
 template <class T> std::vector<T> random_vec(std::size_t n, unsigned seed, double lo = -1, double hi = 1) {
@@ -911,4 +912,57 @@ TEST_CASE_TEMPLATE("kernels: gated and gated_grad (a gated FFN's hidden and its 
     }
     INFO("worst |silu' - central difference| + |silu - x·sigmoid(x)| = " << worst);
     CHECK(worst < 1e-8);
+}
+
+// ---- The sampler's passes (kernels/sampling.hpp) against plain loops ----
+
+namespace ck = ctformer::kernels;
+
+TEST_CASE_TEMPLATE("kernels: the sampler's passes (shift_divide, first_above, zero_below) = plain loops; block_draw's draws", T, float, double) {
+    const T inf = std::numeric_limits<T>::infinity();
+    for (std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(64), std::size_t(1000)}) {
+        auto x = random_vec<T>(n, unsigned(n), -8, 8);
+        x[n / 2] = -inf;  // a blocked token
+        auto y = x;
+        ck::shift_divide(y.data(), n, T(3.5), T(0.7));
+        for (std::size_t i = 0; i < n; ++i) CHECK(y[i] == (x[i] - T(3.5)) / T(0.7));
+        for (const T t : {T(-9), T(0), T(5), T(7.9), T(9)})
+            for (std::size_t from : {std::size_t(0), std::size_t(1), n / 3, n - 1}) {
+                std::size_t want = n;
+                for (std::size_t i = from; i < n && want == n; ++i)
+                    if (x[i] > t) want = i;
+                CHECK(ck::first_above(x.data(), from, n, t) == want);
+            }
+        auto z = x;
+        ck::zero_below(z.data(), n, T(0.5));
+        for (std::size_t i = 0; i < n; ++i) CHECK(z[i] == (x[i] < T(0.5) ? T(0) : x[i]));
+    }
+    // block_draw: u over a fine grid of [0, total) hits each value in proportion to it, never a zero
+    for (std::size_t n : {std::size_t(5), std::size_t(64), std::size_t(200)}) {
+        auto p = random_vec<T>(n, unsigned(n + 1), 0, 1);
+        for (std::size_t i = 0; i < n; i += 3) p[i] = T(0);  // (blocked, or cut by min-p)
+        double want_total = 0;
+        for (const T v : p) want_total += double(v);
+        const double total = ck::block_total(p.data(), n);
+        CHECK(std::fabs(total - want_total) <= 1e-5 * want_total);
+        constexpr std::size_t M = 200000;
+        std::vector<std::size_t> hits(n + 1);
+        std::size_t prev = 0, bad = 0;
+        for (std::size_t m = 0; m < M; ++m) {
+            const std::size_t i = ck::block_draw(p.data(), n, (double(m) + 0.5) / M * total);
+            bad += i >= n || !(p[i] > T(0)) || i < prev;  // (out of range, a zero, or not monotone in u)
+            prev = i, ++hits[i < n ? i : n];
+        }
+        CHECK(bad == 0);
+        double worst = 0;
+        for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(hits[i]) / M - double(p[i]) / total));
+        INFO(n << " values: worst |frequency - p/total| " << worst);
+        CHECK(worst <= 2.0 / M + 1e-5);
+        std::size_t last = n;
+        for (std::size_t i = 0; i < n; ++i)
+            if (p[i] > T(0)) last = i;
+        CHECK(ck::block_draw(p.data(), n, total * (1 + 1e-9)) == last);  // past the end: the last value with mass
+        std::vector<T> zeros(n, T(0));
+        CHECK(ck::block_draw(zeros.data(), n, 0.0) == n);
+    }
 }

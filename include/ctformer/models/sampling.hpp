@@ -14,6 +14,7 @@
 #include "../core/dropout.hpp"
 #include "../core/status.hpp"
 #include "../kernels/elementwise.hpp"
+#include "../kernels/sampling.hpp"
 
 namespace ctformer {
 
@@ -65,10 +66,11 @@ struct sampling {
 
 template <class T, std::size_t V> struct sampler_scratch {
     struct candidate {
-        double value;  // (logit - max logit) / temperature, then unnormalized probability
+        double value;  // an unnormalized probability (of the top-k, the nucleus, ..., or every token)
         token id;
     };
     candidate c[V];
+    T w[V];  // the row being worked on: the biased logits, then (l - max) / temperature, then exp of that
 };
 
 // A uniform double in [0, 1) from (seed, counter): Philox-4x32-10, 53 bits.
@@ -80,11 +82,11 @@ inline double uniform01(std::uint64_t seed, std::uint64_t counter) {
 }
 
 namespace detail {
-// c[j].value = logit j after the bias and the penalties over recent (its last penalty_last_n).
-template <class T, class Cand>
-void biased_logits(const T* logits, std::size_t V, const sampling& s, std::span<const token> recent, Cand* c) {
-    for (std::size_t j = 0; j < V; ++j) c[j] = {static_cast<double>(logits[j]), static_cast<token>(j)};
-    for (const logit_bias& b : s.bias) c[b.id].value += static_cast<double>(b.bias);
+// w = the logits after the bias and the penalties over recent (its last penalty_last_n), in the
+// logits' type (as Hugging Face computes them on the model's scores).
+template <class T> void biased_logits(const T* logits, std::size_t V, const sampling& s, std::span<const token> recent, T* w) {
+    std::copy(logits, logits + V, w);
+    for (const logit_bias& b : s.bias) w[b.id] += static_cast<T>(b.bias);
     if (!s.penalizes()) return;
     if (recent.size() > s.penalty_last_n) recent = recent.subspan(recent.size() - s.penalty_last_n);
     for (std::size_t i = 0; i < recent.size(); ++i) {
@@ -97,21 +99,33 @@ void biased_logits(const T* logits, std::size_t V, const sampling& s, std::span<
             count += recent[k] == t;
         }
         if (!first) continue;
-        double& l = c[t].value;
-        // (in the logits' type, as Hugging Face computes it on the model's scores)
-        const T lt = static_cast<T>(l);
-        const T r = static_cast<T>(s.repetition_penalty);
-        l = static_cast<double>(lt < T(0) ? lt * r : lt / r);
-        l -= static_cast<double>(count) * s.frequency_penalty + s.presence_penalty;
+        const T l = w[t], r = static_cast<T>(s.repetition_penalty);
+        w[t] = (l < T(0) ? l * r : l / r) -
+               static_cast<T>(static_cast<double>(count) * s.frequency_penalty + s.presence_penalty);
     }
 }
-}  // namespace detail
-
-// The chain up to the draw: the candidates c[0..n) with unnormalized probabilities (c[j].value)
-// and their total; or, greedy, n = 1 with the argmax. Errors as sample's.
+// The k most likely of w (value descending, ties: the lower id) into c[0..k), in that order: a
+// heap of the k best so far whose front is the worst kept; the row scanned by vectors for a value
+// above it (after the first few hundred tokens almost none is).
+template <class T, class Cand> void top_k(const T* w, std::size_t V, std::size_t k, Cand* c) {
+    const auto better = [](const Cand& a, const Cand& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); };
+    for (std::size_t j = 0; j < k; ++j) c[j] = {static_cast<double>(w[j]), static_cast<token>(j)};
+    std::make_heap(c, c + k, better);
+    // (an equal value further on has a larger id: worse than the front, so only a greater one enters)
+    for (std::size_t j = kernels::first_above(w, k, V, static_cast<T>(c[0].value)); j < V;
+         j = kernels::first_above(w, j + 1, V, static_cast<T>(c[0].value))) {
+        std::pop_heap(c, c + k, better);
+        c[k - 1] = {static_cast<double>(w[j]), static_cast<token>(j)};
+        std::push_heap(c, c + k, better);
+    }
+    std::sort_heap(c, c + k, better);
+}
+// The chain up to the draw (sampling_candidates' contract); dense: the candidates are every token
+// in id order, their values left in w (n = V), not written to c.
 template <class T, std::size_t V>
-status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T, V>& scratch, std::span<const token> recent,
-                           std::size_t& n, double& total) {
+status prepare_draw(const T* logits, const sampling& s, sampler_scratch<T, V>& scratch, std::span<const token> recent,
+                    std::size_t& n, double& total, bool& dense) {
+    dense = false;
     if (status st = s.validate(); !st) return st;
     for (const logit_bias& b : s.bias)
         if (static_cast<std::size_t>(b.id) >= V) return status::error(errc::invalid_option, "logit bias");
@@ -145,30 +159,34 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
             const T l = logits[j];
             if (l != l || l == std::numeric_limits<T>::infinity()) return status::error(errc::non_finite, "logits");
         }
-    detail::biased_logits(logits, V, s, recent, c);
-    std::size_t best = V;  // the argmax (ties: the lowest id); V: none above -inf
-    double best_value = -std::numeric_limits<double>::infinity();  // (in a register: no load chain)
-    for (std::size_t j = 0; j < V; ++j)
-        if (c[j].value > best_value) best = j, best_value = c[j].value;
-    if (best == V) return status::error(errc::non_finite, "logits");
-    if (s.temperature <= 0.0f || s.top_k == 1) {
+    T* w = scratch.w;
+    biased_logits(logits, V, s, recent, w);
+    const T top = kernels::max(w, V);
+    if (!(top > -std::numeric_limits<T>::infinity())) return status::error(errc::non_finite, "logits");
+    if (s.temperature <= 0.0f || s.top_k == 1) {  // the argmax: ties go to the lowest id
+        std::size_t best = 0;
+        while (w[best] != top) ++best;
         c[0] = {1.0, static_cast<token>(best)};
         n = 1, total = 1.0;
         return {};
     }
     // (logit - max) / temperature <= 0: exp never overflows, however small the temperature
-    const double top = c[best].value;
-    for (std::size_t j = 0; j < V; ++j) c[j].value = (c[j].value - top) / s.temperature;
-    n = V;
-    if ((s.top_k > 0 && s.top_k < V) || s.top_p < 1.0f) {  // most likely first (ties: lower id first)
-        const std::size_t k = s.top_k > 0 && s.top_k < V ? s.top_k : V;
-        std::partial_sort(c, c + k, c + V, [](const auto& a, const auto& b) {
-            return a.value > b.value || (a.value == b.value && a.id < b.id);
-        });
-        n = k;
+    kernels::shift_divide(w, V, top, static_cast<T>(s.temperature));
+    if (s.top_k > 0 && s.top_k < V) {
+        n = s.top_k;
+        top_k(w, V, n, c);
+    } else if (s.top_p < 1.0f) {  // the nucleus over every token: all of them in order
+        for (std::size_t j = 0; j < V; ++j) c[j] = {static_cast<double>(w[j]), static_cast<token>(j)};
+        std::sort(c, c + V, [](const auto& a, const auto& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); });
+        n = V;
+    } else {  // every token, in id order: the values stay in w
+        kernels::exp_shift_sum(w, V, T(0));
+        if (s.min_p > 0.0f) kernels::zero_below(w, V, static_cast<T>(s.min_p));  // (the top token's value is exp(0) = 1)
+        n = V, dense = true, total = kernels::block_total(w, V);
+        return {};
     }
     total = 0;
-    for (std::size_t j = 0; j < n; ++j) total += (c[j].value = std::exp(c[j].value));
+    for (std::size_t j = 0; j < n; ++j) total += (c[j].value = static_cast<double>(simd::vexp_nonpositive(static_cast<T>(c[j].value))));
     if (s.top_p < 1.0f) {  // the nucleus: the shortest prefix reaching top_p of the mass
         double cum = 0;
         std::size_t keep = 0;
@@ -183,6 +201,19 @@ status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T
     }
     return {};
 }
+}  // namespace detail
+
+// The chain up to the draw: the candidates c[0..n) with unnormalized probabilities (c[j].value)
+// and their total; or, greedy, n = 1 with the argmax. Errors as sample's.
+template <class T, std::size_t V>
+status sampling_candidates(const T* logits, const sampling& s, sampler_scratch<T, V>& scratch, std::span<const token> recent,
+                           std::size_t& n, double& total) {
+    bool dense = false;
+    if (status st = detail::prepare_draw(logits, s, scratch, recent, n, total, dense); !st) return st;
+    if (dense)
+        for (std::size_t j = 0; j < V; ++j) scratch.c[j] = {static_cast<double>(scratch.w[j]), static_cast<token>(j)};
+    return {};
+}
 
 // Chooses the next token from logits: (V) into next. counter: the draw's index (the position being
 // generated); recent: the sequence so far (its last penalty_last_n count for the penalties). A
@@ -194,8 +225,14 @@ status sample(const T* logits, const sampling& s, std::uint64_t counter, sampler
               std::span<const token> recent = {}) {
     std::size_t n = 0;
     double total = 0;
-    if (status st = sampling_candidates(logits, s, scratch, recent, n, total); !st) return st;
+    bool dense = false;
+    if (status st = detail::prepare_draw(logits, s, scratch, recent, n, total, dense); !st) return st;
     const auto* c = scratch.c;
+    if (dense) {
+        const std::size_t j = kernels::block_draw(scratch.w, V, uniform01(s.seed, counter) * total);
+        next = static_cast<token>(j < V ? j : 0);  // (the top token's value is 1: some j is)
+        return {};
+    }
     if (n == 1) {
         next = c[0].id;
         return {};
