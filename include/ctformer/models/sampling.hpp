@@ -137,8 +137,8 @@ status prepare_draw(const T* logits, const sampling& s, sampler_scratch<T, V>& s
         // logits[best] would wait on a load per element)
         std::size_t best = 0;
         if (kernels::all_finite(logits, 1, V, V)) {
-            const T top = kernels::max(logits, V);
-            while (logits[best] != top) ++best;
+            const T top = kernels::max(logits, V);  // (its first position: the first value above the next float below)
+            best = kernels::first_above(logits, 0, V, std::nextafter(top, -std::numeric_limits<T>::infinity()));
         } else {
             T top = logits[0];
             bool nan = false;
@@ -164,8 +164,7 @@ status prepare_draw(const T* logits, const sampling& s, sampler_scratch<T, V>& s
     const T top = kernels::max(w, V);
     if (!(top > -std::numeric_limits<T>::infinity())) return status::error(errc::non_finite, "logits");
     if (s.temperature <= 0.0f || s.top_k == 1) {  // the argmax: ties go to the lowest id
-        std::size_t best = 0;
-        while (w[best] != top) ++best;
+        const std::size_t best = kernels::first_above(w, 0, V, std::nextafter(top, -std::numeric_limits<T>::infinity()));
         c[0] = {1.0, static_cast<token>(best)};
         n = 1, total = 1.0;
         return {};
@@ -177,7 +176,8 @@ status prepare_draw(const T* logits, const sampling& s, sampler_scratch<T, V>& s
         top_k(w, V, n, c);
     } else if (s.top_p < 1.0f) {  // the nucleus over every token: all of them in order
         for (std::size_t j = 0; j < V; ++j) c[j] = {static_cast<double>(w[j]), static_cast<token>(j)};
-        std::sort(c, c + V, [](const auto& a, const auto& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); });
+        // (a heap sort: no recursion, so the stack has a static bound on a microcontroller)
+        std::partial_sort(c, c + V, c + V, [](const auto& a, const auto& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); });
         n = V;
     } else {  // every token, in id order: the values stay in w
         kernels::exp_shift_sum(w, V, T(0));
