@@ -216,5 +216,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_q8_0_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf", 2); });
+    add("decode/stories15M_q8_0_a8_t2/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf", 2); });
+    add("decode/stories15M_int4_a8_t2/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf", 2); });
+    add("decode/stories15M_q4_k_m_a8_t2/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf", 2); });
     return bench::main(argc, argv);
 }

@@ -539,6 +539,18 @@ if thread_rows:
                     m, PEER_OF.get(m, m), tps, l["tokens_per_s"], decode2(m), ("%.0f" % l1["tokens_per_s"]) if l1 else "—",
                     tps / best))
         p("")
+    pre2 = [(m, decode.get("decode/%s_t2/prefill" % m), llamacpp.get("models_t2", {}).get(PEER_OF.get(m, m)),
+             llamacpp.get("models", {}).get(PEER_OF.get(m, m))) for m in ("stories15M_q8_0_a8", "stories15M_int4_a8", "stories15M_q4_k_m_a8")]
+    pre2 = [(m, b, l, l1) for m, b, l, l1 in pre2 if b and l]
+    if pre2:
+        p("| prefill, 2 threads | ctformer | llama.cpp (`threads: 2`) | ratio | llama.cpp, 1 thread | ratio to llama.cpp's better |")
+        p("|---|---|---|---|---|---|")
+        for m, b, l, l1 in pre2:
+            best = min(l["prefill_us"], l1["prefill_us"] if l1 else float("inf"))
+            p("| %s (llama.cpp %s) | %.0f µs | %.0f µs | %.2f× | %s | %.2f× |" % (
+                m, PEER_OF.get(m, m), us(b), l["prefill_us"], l["prefill_us"] / us(b),
+                ("%.0f µs" % l1["prefill_us"]) if l1 else "—", best / us(b)))
+        p("")
     th_targets = [("base forward, 2 threads ≥ 1.85× 1 thread", scaling.get("layer/base/ctformer"), 1.85),
                   ("base decoding step ≥ 1.6×", scaling.get("step/base/ctformer"), 1.6),
                   ("base training step ≥ 1.8×", scaling.get("train/base/ctformer"), 1.8),
