@@ -92,11 +92,11 @@ inline void round_scaled(const float* x, std::size_t n, float inv, std::int32_t*
 }  // namespace detail
 
 namespace detail {
-// q[0..B) <- qi in the format's byte order (int4 formats: each 8 inputs evens first)
-template <class Fmt> inline void store_q8(const std::int32_t* qi, std::size_t B, std::int8_t* q) {
+// q[0..B) <- qi, straight or each 8 inputs evens first (the int4 formats' byte order)
+template <bool EvensFirst> inline void store_q8(const std::int32_t* qi, std::size_t B, std::int8_t* q) {
     for (std::size_t j = 0; j < B; ++j) {
         const std::size_t i = j % 8;
-        q[Fmt::per_word == 8 ? j - i + (i % 2) * 4 + i / 2 : j] = static_cast<std::int8_t>(qi[j]);
+        q[EvensFirst ? j - i + (i % 2) * 4 + i / 2 : j] = static_cast<std::int8_t>(qi[j]);
     }
 }
 #if CTFORMER_XSIMD
@@ -107,6 +107,7 @@ template <class Fmt> inline void store_q8(const std::int32_t* qi, std::size_t B,
 template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t K, std::int8_t* q, float* scale, std::int32_t* sum) {
     using vt = simd::vec<float>;
     constexpr std::size_t W = simd::width<float>, NV = 32 / W;
+    constexpr bool shuffled = Fmt::per_word == 8 && simd::lane_shuffle8;  // (int4's order by a lane shuffle)
     const std::size_t blocks = K / 32;
     alignas(64) float inv[W], step[W], total[W];
     alignas(64) std::int32_t qi[32];
@@ -136,11 +137,12 @@ template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t 
             if (j < n) {
 #pragma GCC unroll 8
                 for (std::size_t i = 0; i < NV; ++i) {
-                    const simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * 32 + i * W) * vt(inv[j]));
+                    simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * 32 + i * W) * vt(inv[j]));
                     tj = tj + r;
+                    if constexpr (shuffled) r = simd::evens_first8(r);
                     r.store_aligned(qi + i * W);
                 }
-                store_q8<Fmt>(qi, 32, q + (b0 + j) * 32);
+                store_q8<Fmt::per_word == 8 && !shuffled>(qi, 32, q + (b0 + j) * 32);
             }
             t[j] = xsimd::to_float(tj);  // (|Σ| <= 32 · 127: exact)
         }
@@ -170,7 +172,7 @@ template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, 
         }
         std::int32_t total = 0;
         for (std::size_t j = 0; j < B; ++j) total += qi[j];
-        detail::store_q8<Fmt>(qi, B, q + k0);
+        detail::store_q8<Fmt::per_word == 8>(qi, B, q + k0);
         scale[blk] = m / 127.f;
         sum[blk] = total;
     }

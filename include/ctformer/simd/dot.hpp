@@ -37,6 +37,33 @@ using ivec = std::int32_t;
 #endif
 static_assert(sizeof(ivec) == sizeof(vec<float>), "ctformer: an int32 vector matches a float vector");
 
+// Each 8 lanes evens first, (0, 2, 4, 6, 1, 3, 5, 7): the int4 formats' order of a block's inputs.
+// One in-register shuffle on x86 with 8 lanes or more (lane_shuffle8); elsewhere callers permute
+// through memory.
+#if CTFORMER_XSIMD && (defined(__x86_64__) || defined(__i386__))
+inline constexpr bool lane_shuffle8 = vectorized<float> && width<float> >= 8;
+namespace detail {
+struct evens_first_lanes {
+    static constexpr unsigned get(std::size_t i, std::size_t) {
+        const std::size_t j = i & 7;
+        return static_cast<unsigned>((i - j) + (j < 4 ? 2 * j : 2 * (j - 4) + 1));
+    }
+};
+}  // namespace detail
+inline ivec evens_first8(const ivec& v) {
+    if constexpr (lane_shuffle8) {
+        const auto f = xsimd::bitwise_cast<vec<float>>(v);
+        return xsimd::bitwise_cast<ivec>(
+            xsimd::swizzle(f, xsimd::make_batch_constant<xsimd::batch<std::uint32_t, arch>, detail::evens_first_lanes>()));
+    } else {
+        return v;
+    }
+}
+#else
+inline constexpr bool lane_shuffle8 = false;
+inline ivec evens_first8(const ivec& v) { return v; }
+#endif
+
 namespace detail {
 // Byte j of each lane, sign-extended (signed) or zero-extended, as int32 lanes.
 template <std::size_t J, bool Signed, class V> inline V byte_field(const V& x) {
