@@ -101,8 +101,8 @@ template <bool EvensFirst> inline void store_q8(const std::int32_t* qi, std::siz
 }
 #if CTFORMER_XSIMD
 // quantize_row_q8's values for blocks of 32 (whole vectors), a vector's width of blocks at a time:
-// their maxima reduced together (one butterfly for all), their divisions in one vector, their
-// sums likewise; no block's chain waits for another's. false (nothing meaningful written) where
+// their maxima reduced together (one butterfly for all), their sums likewise; no block's chain
+// waits for another's. false (nothing meaningful written) where
 // the row holds NaN or inf, whose blocks the one-block-at-a-time path handles.
 template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t K, std::int8_t* q, float* scale, std::int32_t* sum) {
     using vt = simd::vec<float>;
@@ -127,9 +127,10 @@ template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t 
                 }
         }
         if (!xsimd::all(finite)) return false;
-        const vt mx = simd::hmax_lanes<float>(m);
-        xsimd::select(mx > vt(0.f), vt(127.f) / mx, vt(0.f)).store_aligned(inv);
-        (mx / vt(127.f)).store_aligned(step);
+        alignas(64) float mx[W];
+        simd::hmax_lanes<float>(m).store_aligned(mx);
+        for (std::size_t j = 0; j < n; ++j)  // (scalar divisions: IEEE's wherever vectors' are not)
+            inv[j] = mx[j] > 0 ? 127.f / mx[j] : 0.f, step[j] = mx[j] / 127.f;
         vt t[W];
 #pragma GCC unroll 16
         for (std::size_t j = 0; j < W; ++j) {

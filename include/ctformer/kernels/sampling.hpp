@@ -10,13 +10,14 @@
 
 namespace ctformer::kernels {
 
-// x: (n) -> (x - shift) / divisor, elementwise (IEEE: the same values in any lane or the tail).
+// x: (n) -> (x - shift) / divisor, elementwise: the same values in any lane or the tail (vectors
+// only where their division is IEEE's, simd::ieee_vectors).
 template <class T> constexpr void shift_divide(T* x, std::size_t n, T shift, T divisor) {
     constexpr std::size_t W = simd::width<T>;
     std::size_t i = 0;
-    if (!simd::constant_evaluated()) {
+    if (simd::ieee_vectors<T> && !simd::constant_evaluated()) {
         const simd::vec<T> s(shift), d(divisor);
-        for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(x + i, (simd::load(x + i) - s) / d);
+        for (const std::size_t nv = n - n % W; i < nv; i += W) simd::store(x + i, simd::vdiv(simd::load(x + i) - s, d));
     }
     for (; i < n; ++i) x[i] = (x[i] - shift) / divisor;
 }
