@@ -203,6 +203,14 @@ TEST_CASE("model robustness: sampling over NaN or +inf logits is non_finite; -in
     ct::token t = -7;
     CHECK(ct::sample(logits, ct::sampling{.temperature = nan_f}, 0, sc, t).code == ct::errc::invalid_option);
     CHECK(t == -7);
+    // a bias that overflows the logits' type to +inf is non_finite, as a +inf logit is
+    const float huge[6] = {3e38f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const ct::logit_bias push[] = {{0, 3e38f}};
+    for (const float temperature : {0.f, 0.8f}) {
+        const ct::status st = ct::sample(huge, ct::sampling{.temperature = temperature, .bias = push}, 0, sc, t);
+        CHECK(st.code == ct::errc::non_finite);
+        CHECK(t == -7);
+    }
     // a tiny temperature over large double logits does not overflow to NaN: it is (nearly) greedy
     static ct::sampler_scratch<double, 3> scd;
     const double big[3] = {1e300, -1e300, 9e299};

@@ -161,8 +161,9 @@ status prepare_draw(const T* logits, const sampling& s, sampler_scratch<T, V>& s
         }
     T* w = scratch.w;
     biased_logits(logits, V, s, recent, w);
-    const T top = kernels::max(w, V);
-    if (!(top > -std::numeric_limits<T>::infinity())) return status::error(errc::non_finite, "logits");
+    const T top = kernels::max(w, V);  // (+inf: a bias overflowed the logits' type, as a +inf logit is)
+    if (!(top > -std::numeric_limits<T>::infinity()) || top == std::numeric_limits<T>::infinity())
+        return status::error(errc::non_finite, "logits");
     if (s.temperature <= 0.0f || s.top_k == 1) {  // the argmax: ties go to the lowest id
         const std::size_t best = kernels::first_above(w, 0, V, std::nextafter(top, -std::numeric_limits<T>::infinity()));
         c[0] = {1.0, static_cast<token>(best)};
