@@ -216,7 +216,7 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
     random_minimums(w, 9);
     const std::vector<float> bias = random_values(N, 8);
     const std::size_t B = ck::q8_block<Fmt>(K);
-    for (std::size_t M : {1, 2, 3, 4, 5, 9, 16, 21}) {  // (8 rows and more: AMX tiles where the build has them)
+    for (std::size_t M : {1, 2, 3, 4, 5, 9, 16, 21, 48, 112}) {  // (16 rows and more: AMX tiles where the build has them, 16, 32 or 64 a pass)
         for (bool accumulate : {false, true}) {
             std::vector<float> a = random_values(M * K, unsigned(M) + 20);
             a[K / 2] *= 50;  // an outlier: its block's step is coarse, the others' are not

@@ -340,9 +340,10 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
 // sums doubled that traffic). int4 weights: each block's half panel unpacked to int8 words first.
 template <class Fmt> struct amx_panels {
     q8_panels<Fmt> p;
-    std::size_t a_stride;  // bytes between the quantized rows; their scales and sums a_stride / 4 apart
+    std::size_t a_stride, s_stride;  // bytes between the quantized rows; elements between their scales (and sums)
 };
 inline constexpr std::size_t amx_rows = 16, amx_section = 16;  // blocks whose products are issued together
+inline constexpr std::size_t amx_chunk = 1024, amx_max_rows = 4 * amx_rows;  // inputs and rows quantized at a time
 // The tile shapes for blocks of B inputs: A (tiles 0, 3) 16 rows × B bytes, the weights' half
 // panel (tiles 1, 2) B/4 word rows × 64 bytes, the sums (tiles 4, 5) 16 rows × 16 int32.
 inline void amx_configure(std::size_t B) {
@@ -380,7 +381,7 @@ inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uin
 // order them) in row 2j, its high nibbles in row 2j + 1; signed levels (u = level + 8) as u − 8
 // (bytewise: u + 120, then the sign bit flipped), so the tile product is the register kernel's
 // exact sum.
-template <class Fmt> inline void amx_unpack_int4(const std::uint32_t* w, std::size_t B, std::uint32_t (*out)[16]) {
+template <class Fmt> inline void amx_unpack_int4(const std::uint32_t* w, std::size_t B, std::uint32_t* out) {
     using iv = simd::ivec;
     for (std::size_t j = 0; j < B / 8; ++j) {
         iv u = iv::load_unaligned(reinterpret_cast<const std::int32_t*>(w + j * 32));
@@ -390,71 +391,89 @@ template <class Fmt> inline void amx_unpack_int4(const std::uint32_t* w, std::si
             lo = (lo + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
             hi = (hi + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
         }
-        lo.store_aligned(reinterpret_cast<std::int32_t*>(out[2 * j]));
-        hi.store_aligned(reinterpret_cast<std::int32_t*>(out[2 * j + 1]));
+        lo.store_aligned(reinterpret_cast<std::int32_t*>(out + 2 * j * 16));
+        hi.store_aligned(reinterpret_cast<std::int32_t*>(out + (2 * j + 1) * 16));
     }
 }
 template <class Fmt> struct panel_source<amx_panels<Fmt>> {
     static constexpr std::size_t streams(std::size_t) { return 1; }
     static constexpr std::size_t pass_rows(std::size_t R) { return R; }
     static amx_panels<Fmt> at(const amx_panels<Fmt>& b, std::size_t p, std::size_t K) {
-        return {panel_source<q8_panels<Fmt>>::at(b.p, p, K), b.a_stride};
+        return {panel_source<q8_panels<Fmt>>::at(b.p, p, K), b.a_stride, b.s_stride};
     }
+    // R rows: R / 16 groups of sixteen, one after another over the same weights (int4: unpacked
+    // once for all of them, a panel half at a time).
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const q8_row* a, std::size_t, const amx_panels<Fmt>& b, float* c, std::size_t ldc,
                      const float* bias, const Act& act, bool accumulate) {
-        static_assert(R == amx_rows && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
-        using vt = simd::vec<float>;
-        constexpr std::size_t W = 16, NR = 32, G = Fmt::group;
-        constexpr std::size_t P = Fmt::per_word;
-        const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B, ss = b.a_stride / 4;
+        static_assert(R % amx_rows == 0 && Q == 1 && gemm_tile<float>::NR == 32 && gemm_tile<float>::W == 16);
+        constexpr std::size_t P = Fmt::per_word, NR = 32, W = 16;
+        const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B;
         const std::uint32_t* words = b.p.w.words + b.p.k0 / P * NR;
-        const float* sa = a[0].scale;
-        [[maybe_unused]] const std::int32_t* sq = a[0].sum;
-        alignas(64) std::int32_t sums[amx_section][R][W];  // (block of the section, row, output)
-        [[maybe_unused]] alignas(64) std::uint32_t unpacked[P == 8 ? amx_section : 1][8][16];  // (int4: blocks of <= 32)
+        [[maybe_unused]] alignas(64) std::uint32_t unpacked[P == 8 ? amx_chunk / 4 * W : 1];  // (int4: the half panel's words)
         for (std::size_t v = 0; v < 2; ++v) {
-            vt acc[R];
+            amx_half h{words + v * W, NR * 4, B, blocks, v};
+            if constexpr (P == 8) {
+                for (std::size_t blk = 0; blk < blocks; ++blk)
+                    amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, B, unpacked + blk * (B / 4) * W);
+                h.w = unpacked, h.w_stride = W * 4;
+            }
+            for (std::size_t g = 0; g < R / amx_rows; ++g) {
+                const std::size_t r0 = g * amx_rows;
+                const q8_row rows{a[0].q + r0 * b.a_stride, a[0].scale + r0 * b.s_stride, a[0].sum + r0 * b.s_stride};
+                amx_group(h, rows, b, c + r0 * ldc, ldc, bias, act, accumulate);
+            }
+        }
+    }
+    // One panel half (16 outputs) of the weights as the tiles read them: int8 words, B/4 word rows a
+    // block, w_stride bytes apart.
+    struct amx_half {
+        const std::uint32_t* w;
+        long w_stride;
+        std::size_t B, blocks, v;
+    };
+    // 16 rows' outputs of one panel half: a section of blocks' products and stores, then their sums
+    // scaled into the float sums in registers.
+    template <class Act>
+    static void amx_group(const amx_half& h, const q8_row& a, const amx_panels<Fmt>& b, float* c, std::size_t ldc,
+                          const float* bias, const Act& act, bool accumulate) {
+        using vt = simd::vec<float>;
+        constexpr std::size_t R = amx_rows, W = 16, NR = 32, G = Fmt::group;
+        const std::size_t ss = b.s_stride, bw = h.B / 4 * static_cast<std::size_t>(h.w_stride) / 4;  // (a block's words)
+        alignas(64) std::int32_t sums[amx_section][R][W];  // (block of the section, row, output)
+        vt acc[R];
 #pragma GCC unroll 16
-            for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
-            for (std::size_t b0 = 0; b0 < blocks; b0 += amx_section) {
-                const std::size_t b1 = b0 + amx_section < blocks ? b0 + amx_section : blocks;
-                if constexpr (P == 8)
-                    for (std::size_t blk = b0; blk < b1; ++blk)
-                        amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, B, unpacked[blk - b0]);
-                for (std::size_t blk = b0; blk < b1; ++blk) {
-                    const std::int8_t* ab = a[0].q + blk * B;
-                    const std::uint32_t* wb = words + blk * (B / P) * NR + v * W;
-                    long ws = 128;  // (a panel's word rows: 32 words apart)
-                    if constexpr (P == 8) wb = unpacked[blk - b0][0], ws = 64;
-                    if (blk % 2 == 0) amx_block<0>(ab, b.a_stride, wb, ws, sums[blk - b0][0]);
-                    else amx_block<1>(ab, b.a_stride, wb, ws, sums[blk - b0][0]);
-                }
-                for (std::size_t blk = b0; blk < b1; ++blk) {
-                    const std::size_t at = (b.p.k0 + blk * B) / (G ? G : 1) * NR + v * W;
-                    const vt sw = G ? simd::load(b.p.w.scales + at) : vt(1.f);
+        for (std::size_t r = 0; r < R; ++r) acc[r] = vt(0.f);
+        for (std::size_t b0 = 0; b0 < h.blocks; b0 += amx_section) {
+            const std::size_t b1 = b0 + amx_section < h.blocks ? b0 + amx_section : h.blocks;
+            for (std::size_t blk = b0; blk < b1; ++blk) {
+                if (blk % 2 == 0) amx_block<0>(a.q + blk * h.B, b.a_stride, h.w + blk * bw, h.w_stride, sums[blk - b0][0]);
+                else amx_block<1>(a.q + blk * h.B, b.a_stride, h.w + blk * bw, h.w_stride, sums[blk - b0][0]);
+            }
+            for (std::size_t blk = b0; blk < b1; ++blk) {
+                const std::size_t at = (b.p.k0 + blk * h.B) / (G ? G : 1) * NR + h.v * W;
+                const vt sw = G ? simd::load(b.p.w.scales + at) : vt(1.f);
 #pragma GCC unroll 16
-                    for (std::size_t r = 0; r < R; ++r) {
-                        const vt isum = xsimd::to_float(simd::ivec::load_aligned(sums[blk - b0][r]));
-                        const float sr = sa[r * ss + blk];
-                        if constexpr (G) {
-                            acc[r] = simd::fma<float>(isum, vt(sr) * sw, acc[r]);
-                            if constexpr (has_min<Fmt>)
-                                acc[r] = simd::fma<float>(simd::load(b.p.w.mins + at), vt(-(sr * static_cast<float>(sq[r * ss + blk]))), acc[r]);
-                        } else {
-                            acc[r] = simd::fma<float>(isum, vt(sr), acc[r]);
-                        }
+                for (std::size_t r = 0; r < R; ++r) {
+                    const vt isum = xsimd::to_float(simd::ivec::load_aligned(sums[blk - b0][r]));
+                    const float sr = a.scale[r * ss + blk];
+                    if constexpr (G) {
+                        acc[r] = simd::fma<float>(isum, vt(sr) * sw, acc[r]);
+                        if constexpr (has_min<Fmt>)
+                            acc[r] = simd::fma<float>(simd::load(b.p.w.mins + at), vt(-(sr * static_cast<float>(a.sum[r * ss + blk]))), acc[r]);
+                    } else {
+                        acc[r] = simd::fma<float>(isum, vt(sr), acc[r]);
                     }
                 }
             }
+        }
 #pragma GCC unroll 16
-            for (std::size_t r = 0; r < R; ++r) {
-                vt y = acc[r];
-                if (!G && b.p.w.scales) y = y * simd::load(b.p.w.scales + v * W);
-                if (accumulate) y = y + simd::load(c + r * ldc + v * W);
-                if (bias) y = y + simd::load(bias + v * W);
-                simd::store(c + r * ldc + v * W, apply_vec<float>(act, y));
-            }
+        for (std::size_t r = 0; r < R; ++r) {
+            vt y = acc[r];
+            if (!G && b.p.w.scales) y = y * simd::load(b.p.w.scales + h.v * W);
+            if (accumulate) y = y + simd::load(c + r * ldc + h.v * W);
+            if (bias) y = y + simd::load(bias + h.v * W);
+            simd::store(c + r * ldc + h.v * W, apply_vec<float>(act, y));
         }
     }
 };
@@ -486,27 +505,33 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
 #if CTFORMER_AMX
     constexpr std::size_t R = detail::amx_rows;
     if constexpr (Fmt::per_word == 4 || Fmt::per_word == 8) m_amx = M >= R && B >= 16 && detail::amx_ready() ? M / R * R : 0;
-    if (m_amx) {
-        alignas(64) std::int8_t q[R][chunk];
-        alignas(64) float scale[R][chunk / 4];
-        alignas(64) std::int32_t sum[R][chunk / 4];
-        q8_row view[R];
+    if (m_amx) {  // (up to four groups of sixteen rows a pass: int4 weights unpacked once for them)
+        static_assert(chunk == detail::amx_chunk);
+        constexpr std::size_t RM = detail::amx_max_rows;
+        alignas(64) std::int8_t q[RM][chunk];
+        alignas(64) float scale[RM][chunk / 16];  // (blocks of 16 inputs or more)
+        alignas(64) std::int32_t sum[RM][chunk / 16];
+        const q8_row view{q[0], scale[0], sum[0]};
         detail::amx_configure(B);
-        for (std::size_t m0 = 0; m0 < m_amx; m0 += R)
+        for (std::size_t m0 = 0; m0 < m_amx;) {
+            const std::size_t mr = m_amx - m0 >= RM ? RM : m_amx - m0 >= 2 * R ? 2 * R : R;
             for (std::size_t k0 = 0; k0 < K; k0 += chunk) {
                 const std::size_t kc = K - k0 < chunk ? K - k0 : chunk;
-                for (std::size_t r = 0; r < R; ++r) {
-                    quantize_row_q8<Fmt>(a + (m0 + r) * lda + k0, kc, B, q[r], scale[r], sum[r]);
-                    view[r] = {q[r], scale[r], sum[r]};
-                }
-                const detail::amx_panels<Fmt> src{{b, K, k0}, chunk};
+                for (std::size_t r = 0; r < mr; ++r) quantize_row_q8<Fmt>(a + (m0 + r) * lda + k0, kc, B, q[r], scale[r], sum[r]);
+                const detail::amx_panels<Fmt> src{{b, K, k0}, chunk, chunk / 16};
                 const bool first = k0 == 0, last = k0 + kc == K;
+                const float* bk = first ? bias : nullptr;
+                const bool acc = accumulate || !first;
                 float* cm = c + m0 * ldc;
-                if (last)
-                    detail::gemv_panels<float, R>(N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, act, accumulate || !first);
-                else
-                    detail::gemv_panels<float, R>(N, kc, view, 1, src, cm, ldc, first ? bias : nullptr, identity_op{}, accumulate || !first);
+                const auto run = [&]<std::size_t Rows>(const auto& op) {
+                    detail::gemv_panels<float, Rows>(N, kc, &view, 1, src, cm, ldc, bk, op, acc);
+                };
+                if (mr == RM) last ? run.template operator()<RM>(act) : run.template operator()<RM>(identity_op{});
+                else if (mr == 2 * R) last ? run.template operator()<2 * R>(act) : run.template operator()<2 * R>(identity_op{});
+                else last ? run.template operator()<R>(act) : run.template operator()<R>(identity_op{});
             }
+            m0 += mr;
+        }
         _tile_release();
     }
 #endif
