@@ -219,6 +219,39 @@ TEST_CASE("no heap allocation with PEFT's nn.MultiheadAttention adapters (a GPT)
     CHECK(n == 0);
 }
 
+TEST_CASE("no heap allocation with adapters on a cross-attention stack: train, fill_cross_cache, step, merge") {
+    using L = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>,
+                               ct::lora<4, 8, ct::lora_mha | ct::lora_cross | ct::lora_up | ct::lora_down>>;
+    using S = ct::DecoderStack<L, 2>;
+    static S::Params p;
+    static S::Adapters ad, g;
+    static S::TrainWorkspace<2, 5, 7> ws;
+    static S::Activations<2, 5, 7> acts;
+    static S::KVCache<2, 5> cache;
+    static S::CrossKVCache<2, 7> cc;
+    static S::StepWorkspace<2, 1> step;
+    static ct::Tensor<float, 2, 5, 16> tgt, out, d_tgt;
+    static ct::Tensor<float, 2, 7, 16> mem, d_mem;
+    static ct::Tensor<float, 2, 1, 16> x1, y1;
+    ref::randomize(p, 11);
+    ref::randomize_tensor(tgt, 12);
+    ref::randomize_tensor(mem, 13);
+    bool ok = true;
+    const std::size_t n = alloc_counter::during([&] {
+        ct::init_adapters(ad, 5);
+        const auto pa = ct::with_adapters(p, ad);
+        ct::dropout_config dc{0.1f, -1, -1, 3, 4};
+        dc.lora_p = 0.1f;
+        ok = ok && S::forward_train(pa, ws, acts, tgt, mem, out, dc, ct::causal{}).ok() &&
+             S::backward(pa, acts, ws, out, g, d_tgt, d_mem, ct::causal{}).ok();
+        S::fill_cross_cache(pa, step, cc, mem);
+        ok = ok && S::step(pa, step, cache, cc, x1, y1, ct::causal{}).ok() && cache.truncate_all(0).ok();
+        ok = ok && ct::merge_adapters(p, ad).ok() && ct::merge_adapters(p, ad, -1).ok();
+    });
+    CHECK(ok);
+    CHECK(n == 0);
+}
+
 TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format") {
     using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
     using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;

@@ -266,6 +266,212 @@ TEST_CASE("LoRA GPT merge: the packed in_proj_weight and out_proj take PEFT's nn
     CHECK(worst < 1e-14);  // ... and the unmerge took it back to a rounding
 }
 
+// ---- A cross-attention layer (nn.TransformerDecoderLayer) with PEFT's adapters on self_attn and
+// multihead_attn (lora.MultiheadAttention: the cross-attention's in-projection adapter over the
+// queries and the memory) and linear1/linear2 ----
+constexpr unsigned dec_targets = ct::lora_mha | ct::lora_cross | ct::lora_up | ct::lora_down;
+using LoraDec = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::lora<4, 8, dec_targets>>;
+using LoraDecPre = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::norm_first<true>, ct::dtype<double>,
+                                    ct::lora<8, 16, dec_targets>>;
+constexpr std::size_t S = 7;
+
+template <class L> struct CrossRig : Rig<L> {
+    using T = typename L::T;
+    static inline typename L::template TrainWorkspace<B, Tq, S> cws;
+    static inline typename L::template Activations<B, Tq, S> cacts;
+    static inline ct::Tensor<T, B, S, L::D> mem, dmem, want_dmem;
+    explicit CrossRig(const std::string& name) : Rig<L>(name) {
+        this->file.read("input.memory", mem);
+        this->file.read("grad.input.memory", want_dmem);
+    }
+    void train() {
+        ct::zero_grad(this->grads);
+        for (auto& v : this->dx.storage) v = T(0);
+        for (auto& v : dmem.storage) v = T(0);
+        const auto pa = ct::with_adapters(this->params, this->adapters);
+        REQUIRE(L::forward_train(pa, cws, cacts, this->x, mem, this->y, this->dropout(), ct::causal{}).ok());
+        REQUIRE(L::backward(pa, cacts, cws, this->dy, this->grads, this->dx, dmem, ct::causal{}).ok());
+    }
+};
+
+template <class L> void cross_against_pytorch(const std::string& name) {
+    using T = typename L::T;
+    CrossRig<L> r(name);
+    static typename L::Params before;
+    before = r.params;
+    r.train();
+    const double tol = test::golden_tol<T>;
+    CHECK_CLOSE(name << " output", r.y.data(), r.want.data(), r.y.size, tol);
+    CHECK_CLOSE(name << " d_tgt", r.dx.data(), r.want_dx.data(), r.dx.size, tol);
+    CHECK_CLOSE(name << " d_memory", r.dmem.data(), r.want_dmem.data(), r.dmem.size, tol);
+    const double worst = test::check_all(r.file, r.grads, "grad.adapters.", std::is_same_v<T, float> ? 1e-5 : 1e-12);
+    std::size_t n = 0;
+    ct::for_each_tensor(r.grads, [&](std::string_view, const auto&) { ++n; });
+    CHECK(n == 12);
+    std::printf("  %-28s output, d_tgt, d_memory and %zu adapter gradients: worst %.3g of the tensor's max\n", name.c_str(), n, worst);
+    CHECK(std::memcmp(&before, &r.params, sizeof before) == 0);  // (the base is frozen)
+}
+
+TEST_CASE("LoRA on a cross-attention layer = PEFT's adapters in torch: post-norm float; pre-norm double with adapter dropout") {
+    cross_against_pytorch<LoraDec>("lora_decoder_f32");
+    cross_against_pytorch<LoraDecPre>("lora_decoder_pre_dropout_f64");
+    // PEFT's names and target_modules
+    std::vector<std::string> names;
+    ct::for_each_tensor(CrossRig<LoraDec>::adapters, [&](std::string_view n, const auto&) { names.emplace_back(n); });
+    REQUIRE(names.size() == 12);
+    CHECK(names[4] == "multihead_attn.lora_A.weight");
+    CHECK(names[7] == "multihead_attn.base_layer.out_proj.lora_B.weight");
+    char cfg[512];
+    const std::size_t n = ct::write_adapter_config<LoraDec::Adapters>(cfg);
+    CHECK(std::string_view(cfg, n).find("\"target_modules\": [\"linear1\", \"linear2\", \"self_attn\", \"multihead_attn\"]") !=
+          std::string_view::npos);
+    CHECK(ct::check_adapter_config<LoraDec::Adapters>(std::string_view(cfg, n)).ok());
+    const ct::status st =
+        ct::check_adapter_config<LoraDec::Adapters>(R"({"r": 4, "lora_alpha": 8, "target_modules": ["linear1", "linear2", "self_attn"]})");
+    CHECK(st.code == ct::errc::config_mismatch);
+    CHECK(std::string(st.tensor_name()) == "target_modules: multihead_attn in the type, not the file");
+}
+
+TEST_CASE("LoRA cross-attention: eval forward, steps over a cross cache filled with the adapters, merge") {
+    CrossRig<LoraDec> r("lora_decoder_f32");
+    const auto pa = ct::with_adapters(r.params, r.adapters);
+    static LoraDec::Workspace<B, Tq, S> ws;
+    static ct::Tensor<float, B, Tq, 16> y, base;
+    REQUIRE(LoraDec::forward(pa, ws, r.x, r.mem, y, ct::causal{}).ok());
+    CHECK_CLOSE("eval forward with adapters", y.data(), r.want.data(), y.size, test::golden_tol<float>);
+    // one position at a time: the cross cache holds the memory's k|v through the adapter
+    static LoraDec::KVCache<B, 8> cache;
+    static LoraDec::CrossKVCache<B, S> cc;
+    static LoraDec::StepWorkspace<B, 1> sws;
+    LoraDec::fill_cross_cache(pa, sws, cc, r.mem);
+    double worst = 0;
+    for (std::size_t t = 0; t < Tq; ++t) {
+        ct::Tensor<float, B, 1, 16> xt, yt;
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t d = 0; d < 16; ++d) xt(b, 0, d) = r.x(b, t, d);
+        REQUIRE(LoraDec::step(pa, sws, cache, cc, xt, yt, ct::causal{}).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t d = 0; d < 16; ++d) worst = std::max(worst, double(std::fabs(yt(b, 0, d) - y(b, t, d))));
+    }
+    INFO("steps vs forward: max abs " << worst);
+    CHECK(worst <= 1e-5);
+    // a cross cache filled by the base alone is the base's memory: the steps then differ
+    LoraDec::fill_cross_cache(r.params, sws, cc, r.mem);
+    REQUIRE(cache.truncate_all(0).ok());
+    ct::Tensor<float, B, 1, 16> x0, y0;
+    for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t d = 0; d < 16; ++d) x0(b, 0, d) = r.x(b, 0, d);
+    REQUIRE(LoraDec::step(pa, sws, cache, cc, x0, y0, ct::causal{}).ok());
+    double diff = 0;
+    for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t d = 0; d < 16; ++d) diff = std::max(diff, double(std::fabs(y0(b, 0, d) - y(b, 0, d))));
+    CHECK(diff > 1e-3);
+    // merged into the base: the same outputs; unmerged: the base back within a rounding
+    REQUIRE(LoraDec::forward(r.params, ws, r.x, r.mem, base, ct::causal{}).ok());
+    CHECK(test::compare(base.data(), y.data(), y.size).max_abs > 1e-3);
+    static LoraDec::Params keep;
+    keep = r.params;
+    REQUIRE(ct::merge_adapters(r.params, r.adapters).ok());
+    static ct::Tensor<float, B, Tq, 16> merged;
+    REQUIRE(LoraDec::forward(r.params, ws, r.x, r.mem, merged, ct::causal{}).ok());
+    CHECK_CLOSE("merged vs adapters", merged.data(), y.data(), y.size, test::golden_tol<float>);
+    REQUIRE(ct::merge_adapters(r.params, r.adapters, -1).ok());
+    CHECK(test::compare(&r.params.multihead_attn.in_proj_weight.storage[0], &keep.multihead_attn.in_proj_weight.storage[0],
+                        sizeof keep.multihead_attn.in_proj_weight.storage / sizeof(float))
+              .max_abs < 1e-6);
+    r.params = keep;
+}
+
+// Over a quantized base: the frozen in-projection's input gradient through its quantized blocks
+// (the queries' block, the memory's two) equals the dense copy's.
+TEST_CASE_TEMPLATE("LoRA cross-attention over int8 / int4 weights = over their dequantized float copy", Fmt, ct::int8_per_channel,
+                   ct::int4_group<16>) {
+    using Q = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::lora<4, 8, dec_targets>, ct::weights<Fmt>>;
+    CrossRig<LoraDec> r("lora_decoder_f32");
+    static typename Q::Params q;
+    r.file.load(q, "params.");
+    std::vector<float> values;
+    ct::for_each_tensor(q, [&](std::string_view, const auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) values.push_back(static_cast<float>(t.get(i)));
+    });
+    static LoraDec::Params dense;
+    std::size_t k = 0;
+    ct::for_each_tensor(dense, [&](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) t.set(i, values[k++]);
+    });
+    REQUIRE(k == values.size());
+    static typename Q::Adapters ad, gq;
+    r.file.load(ad, "adapters.");
+    static typename Q::template TrainWorkspace<B, Tq, S> ws;
+    static typename Q::template Activations<B, Tq, S> acts;
+    static ct::Tensor<float, B, Tq, 16> yq, dxq;
+    static ct::Tensor<float, B, S, 16> dmq;
+    const ct::dropout_config dc{0.0f, 0.0f, 0.0f, 1, 1};
+    REQUIRE(Q::forward_train(ct::with_adapters(q, ad), ws, acts, r.x, r.mem, yq, dc, ct::causal{}).ok());
+    REQUIRE(Q::backward(ct::with_adapters(q, ad), acts, ws, r.dy, gq, dxq, dmq, ct::causal{}).ok());
+    r.params = dense;
+    r.train();
+    CHECK_CLOSE("output", yq.data(), r.y.data(), yq.size, 1e-5);
+    CHECK_CLOSE("d_tgt", dxq.data(), r.dx.data(), dxq.size, 1e-5);
+    CHECK_CLOSE("d_memory", dmq.data(), r.dmem.data(), dmq.size, 1e-5);
+    std::vector<const float*> want;
+    ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { want.push_back(t.storage); });
+    std::size_t j = 0;
+    ct::for_each_tensor(gq, [&](std::string_view name, const auto& t) {
+        const double e = test::compare(t.storage, want[j++], sizeof t.storage / sizeof t.storage[0]).max_abs;
+        const double mag = test::max_magnitude(t);
+        INFO(name << ": max abs err " << e << " of max " << mag);
+        CHECK(e <= 1e-5 * std::max(mag, 1.0));
+        CHECK(mag > 0);
+    });
+}
+
+// loss(θ) = Σ out · dy in double through the cross-attention's adapters, the memory and the target
+TEST_CASE("LoRA cross-attention gradients by finite differences in double: A, B, memory and target, with adapter dropout") {
+    using L = LoraDecPre;
+    CrossRig<L> r("lora_decoder_pre_dropout_f64");
+    r.train();
+    const ct::dropout_config dc = r.dropout();
+    static L::Workspace<B, Tq, S> fws;
+    static ct::Tensor<double, B, Tq, 16> out;
+    auto loss = [&] {
+        REQUIRE(L::forward_train(ct::with_adapters(r.params, r.adapters), fws, r.x, r.mem, out, dc, ct::causal{}).ok());
+        double s = 0;
+        for (std::size_t i = 0; i < out.size; ++i) s += out.data()[i] * r.dy.data()[i];
+        return s;
+    };
+    const double h = 1e-6;
+    double worst = 0;
+    std::size_t checked = 0;
+    auto probe = [&](double& v, double analytic) {
+        const double keep = v;
+        v = keep + h;
+        const double up = loss();
+        v = keep - h;
+        const double down = loss();
+        v = keep;
+        const double fd = (up - down) / (2 * h), err = std::fabs(fd - analytic) / std::max(1.0, std::fabs(fd));
+        worst = std::max(worst, err);
+        ++checked;
+    };
+    std::vector<const double*> g;
+    ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { g.push_back(t.storage); });
+    std::size_t k = 0;
+    ct::for_each_tensor(r.adapters, [&](std::string_view, auto& t) {
+        using X = std::remove_cvref_t<decltype(t)>;
+        for (std::size_t i = 0; i < t.size; i += 5) {
+            std::size_t s = i;
+            if constexpr (requires { X::storage_index(i); }) s = X::storage_index(i);
+            probe(t.storage[s], g[k][s]);
+        }
+        ++k;
+    });
+    for (std::size_t i = 0; i < r.mem.size; i += 3) probe(r.mem.data()[i], r.dmem.data()[i]);
+    for (std::size_t i = 0; i < r.x.size; i += 5) probe(r.x.data()[i], r.dx.data()[i]);
+    std::printf("  cross-attention finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", checked, worst);
+    CHECK(worst <= 1e-7);
+}
+
 // Greedy generation with adapters (the decoding steps' path) against the argmax of the full forward
 // over the sequence so far, token by token; Len: the prompt and the new tokens (Tq: the fixture's).
 template <class Model, std::size_t Tq, std::size_t Len>

@@ -30,12 +30,13 @@ constexpr std::string_view last_part(std::string_view s) {
     const std::size_t dot = s.rfind('.');
     return dot == std::string_view::npos ? s : std::string_view(s.data() + dot + 1, s.size() - dot - 1);
 }
-// The family's name of projection bit k (lora_q .. lora_down, lora_mha) under A's naming table.
+// The family's name of projection bit k (lora_q .. lora_down, lora_mha, lora_cross) under A's naming table.
 template <class A> constexpr std::string_view lora_target_name(unsigned k) {
     using N = typename A::names;
     constexpr std::string_view attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
     constexpr std::string_view gated[] = {"gate_proj", "up_proj", "down_proj"}, plain[] = {"", "linear1", "linear2"};
     if (k == 7) return last_part(N::template rename<role::layer>("self_attn"));  // (lora_mha: the module, as PEFT targets it)
+    if (k == 8) return last_part(N::template rename<role::layer>("multihead_attn"));  // (lora_cross)
     if (k < 4) return N::template rename<role::attention>(attn[k]);
     return N::template rename<role::ffn>(A::lora_gated ? gated[k - 4] : plain[k - 4]);
 }

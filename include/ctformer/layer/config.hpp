@@ -101,7 +101,8 @@ template <class F> struct kv_cache {
 };
 // lora<R, Alpha, Targets>: low-rank adapters (PEFT's LoRA, modules/lora.hpp) of rank R and scale
 // Alpha / R on the projections Targets (ct::lora_q | ct::lora_v, PEFT's default for Llama; any of
-// lora_q, lora_k, lora_v, lora_o, lora_gate, lora_up, lora_down; lora_all). The layer gains an
+// lora_q, lora_k, lora_v, lora_o, lora_gate, lora_up, lora_down; lora_all; nn.MultiheadAttention's
+// lora_mha (self_attn) and lora_cross (multihead_attn, cross-attention layers)). The layer gains an
 // Adapters role; the base params stay as they are (any weight format, in flash too) and are frozen
 // where adapters are trained (docs/lora.md).
 template <std::size_t R, long long Alpha, unsigned Targets = lora_q | lora_v> struct lora {
@@ -279,9 +280,9 @@ template <class... Opts> struct config {
 
     static_assert(!has_lora || lora_rank > 0, "ctformer: ct::lora<R, Alpha, Targets>: the rank R must be positive");
     static_assert(!has_lora || lora_alpha > 0, "ctformer: ct::lora<R, Alpha, Targets>: Alpha must be positive");
-    static_assert(!has_lora || (lora_targets != 0 && (lora_targets & ~unsigned{lora_all | lora_mha}) == 0),
+    static_assert(!has_lora || (lora_targets != 0 && (lora_targets & ~unsigned{lora_all | lora_mha | lora_cross}) == 0),
                   "ctformer: ct::lora<R, Alpha, Targets>: Targets is a non-empty or of ct::lora_q, lora_k, lora_v, lora_o, "
-                  "lora_gate, lora_up, lora_down, lora_mha");
+                  "lora_gate, lora_up, lora_down, lora_mha, lora_cross");
     static_assert(!has_lora || gated || (lora_targets & lora_gate) == 0,
                   "ctformer: ct::lora targets gate_proj (ct::lora_gate), which a plain feed-forward lacks (ct::gated<true> has it)");
     static_assert(!has_lora || separate_qkv || (lora_targets & (lora_q | lora_k | lora_v | lora_o)) == 0,
@@ -291,8 +292,8 @@ template <class... Opts> struct config {
     static_assert(!has_lora || !separate_qkv || (lora_targets & lora_mha) == 0,
                   "ctformer: ct::lora_mha adapts nn.MultiheadAttention's packed in-projection: separate projections take "
                   "ct::lora_q, lora_k, lora_v, lora_o");
-    static_assert(!has_lora || !cross_attention,
-                  "ctformer: ct::lora adapts decoder-only blocks (cross_attention<false>, Llama and GPT blocks)");
+    static_assert(!has_lora || cross_attention || (lora_targets & lora_cross) == 0,
+                  "ctformer: ct::lora_cross adapts the cross-attention (multihead_attn), which a decoder-only block lacks");
 
     // The configuration as named fields, field(name, value) with value a std::size_t, bool, double
     // or const char*: what the exporter writes into a file's metadata and load_state_dict checks

@@ -299,7 +299,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         if constexpr (cross) Ms = cross_src.memory_rows();
         over_rows(parts, M + Ms, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
             if constexpr (cross)
-                if (r1 > M) cross_src.project(p.multihead_attn, r0 > M ? r0 - M : 0, r1 - M, sc.pack);
+                if (r1 > M) cross_src.project(p.multihead_attn, r0 > M ? r0 - M : 0, r1 - M, sc.pack, cross_adapters(ad));
             if (r0 >= M) return;
             r1 = r1 < M ? r1 : M;
             if (fused && y != x) copy_rows(x + r0 * D, y + r0 * D, r1 - r0);  // the residual the output adds onto
@@ -309,7 +309,9 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
             else
                 Attn::out_projection(p.self_attn, bf.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
             finish(0, x, dropout_site::self_attn_out, r0, r1);
-            if constexpr (cross)  // memory is never normalized
+            if constexpr (cross && Cfg::has_lora)  // memory is never normalized
+                Attn::cross_query(p.multihead_attn, bfc.qkv, start(1, y, r0, r1), r0, r1, sc.pack, cross_lora(ad, drop, Tq));
+            else if constexpr (cross)
                 Attn::cross_query(p.multihead_attn, bfc.qkv, start(1, y, r0, r1), r0, r1, sc.pack);
             else
                 ffn(r0, r1, sc);
@@ -317,7 +319,11 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         if constexpr (cross) {
             Attn::cross_heads(bfc, B, Tq, cross_src, cm, drop);
             over_rows(parts, M, whole, [&](std::size_t r0, std::size_t r1, const row_scratch& sc) {
-                Attn::out_projection(p.multihead_attn, bfc.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
+                if constexpr (Cfg::has_lora)
+                    Attn::out_projection(p.multihead_attn, bfc.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack,
+                                         cross_lora(ad, drop, Tq), r0);
+                else
+                    Attn::out_projection(p.multihead_attn, bfc.ctx + r0 * D, branch + r0 * D, fused, r1 - r0, sc.pack);
                 finish(1, y, dropout_site::cross_attn_out, r0, r1);
                 ffn(r0, r1, sc);
             });
@@ -331,6 +337,14 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
     template <class Drop> static constexpr auto attn_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
         if constexpr (Cfg::has_lora) return lora_pass<typename Adapters::attn_t, Drop>{ad ? &ad->self_attn : nullptr, drop, Tq};
         else return no_lora_pass{};
+    }
+    template <class Drop> static constexpr auto cross_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
+        return lora_pass<typename Adapters::cross_t, Drop>{ad ? &ad->multihead_attn : nullptr, drop, Tq};
+    }
+    // The cross-attention's adapters for the memory's projection (absent: none).
+    static constexpr auto cross_adapters([[maybe_unused]] const Adapters* ad) {
+        if constexpr (Cfg::has_lora && cross) return ad ? &ad->multihead_attn : nullptr;
+        else return static_cast<const absent*>(nullptr);
     }
     template <class Drop> static constexpr auto ffn_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
         if constexpr (Cfg::has_lora) return lora_pass<typename Adapters::ffn_t, Drop>{ad ? &ad->ffn : nullptr, drop, Tq};
@@ -399,7 +413,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         });
         if constexpr (cross)
             sublayer(1, dropout_site::cross_attn_out, [&](const modules::branch_grad<T>& bg) {
-                Attn::cross_backward(p.multihead_attn, g->multihead_attn, a.cross_attn, bg, d_mem, B, cm, drop, sc_cross);
+                Attn::cross_backward(p.multihead_attn, g ? &g->multihead_attn : nullptr, a.cross_attn, bg, d_mem, B, cm, drop,
+                                     sc_cross, adapter_grads(lg, &Adapters::multihead_attn));
             });
         sublayer(0, dropout_site::self_attn_out, [&](const modules::branch_grad<T>& bg) {
             Attn::self_backward(p.self_attn, g ? &g->self_attn : nullptr, a.self_attn, bg, B, sm, drop, sc,
@@ -483,9 +498,11 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
   public:
     // ---- Incremental decoding ----
     // Paddle's gen_cache: project memory (B, S, D) into the cross-attention cache, once per source.
-    template <class Mem, std::size_t B, std::size_t S, std::size_t C>
+    // (pa: Params, or ct::with_adapters(params, adapters): the cross-attention's adapters project the memory too)
+    template <params_or_adapted<Params, Adapters> PA, class Mem, std::size_t B, std::size_t S, std::size_t C>
         requires cross
-    static void fill_cross_cache(const Params& p, StepWorkspace<B, C>& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
+    static void fill_cross_cache(const PA& pa, StepWorkspace<B, C>& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
+        const Params& p = base_of(pa);
         static_assert(std::is_same_v<typename Mem::value_type, T>, "ctformer: mixed dtypes: memory and cache");
         static_assert(Mem::rank == 3 && Mem::shape[0] == B && Mem::shape[1] == S && Mem::shape[2] == D,
                       "ctformer: memory must be (batch, src_len, d_model) matching the cross cache");
@@ -493,7 +510,8 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         for (std::size_t b = 0; b < B; ++b)
             for (std::size_t j0 = 0; j0 < S; j0 += R) {
                 const std::size_t rows = S - j0 < R ? S - j0 : R;
-                Attn::project_memory(p.multihead_attn, mem.data() + (b * S + j0) * D, rows, ws.staging(), 2 * D, ws.pack);
+                Attn::project_memory(p.multihead_attn, mem.data() + (b * S + j0) * D, rows, ws.staging(), 2 * D, ws.pack,
+                                     cross_adapters(adapters_of(pa)));
                 for (std::size_t r = 0; r < rows; ++r)
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging() + r * 2 * D + h * Dh, ws.staging() + r * 2 * D + D + h * Dh);

@@ -49,9 +49,9 @@ template <class Cfg> struct LayerParams<Cfg, false> : layer_parts<Cfg> {
 
 // A layer's adapters (ct::lora, modules/lora.hpp): the attention's and feed-forward's, under the
 // layer's names (Hugging Face's: self_attn.q_proj.lora_A.weight, mlp.down_proj.lora_B.weight;
-// a packed attention's as PEFT names nn.MultiheadAttention's: self_attn.lora_A.weight).
-// Without the option every member is absent.
-template <class Cfg> struct LayerAdapters {
+// a packed attention's as PEFT names nn.MultiheadAttention's: self_attn.lora_A.weight, and a
+// cross-attention layer's multihead_attn.lora_A.weight). Without the option every member is absent.
+template <class Cfg> struct layer_adapter_config {
     using role = role::layer;
     using names = typename Cfg::names_type;
     // the configuration an adapter file's adapter_config.json states (io/adapters.hpp checks it)
@@ -61,6 +61,16 @@ template <class Cfg> struct LayerAdapters {
     static constexpr bool lora_gated = Cfg::gated;
     using attn_t = attention_adapters_t<Cfg>;
     using ffn_t = FeedForwardAdapters<Cfg>;
+};
+template <class Cfg, bool Cross = Cfg::cross_attention> struct LayerAdapters : layer_adapter_config<Cfg> {
+    using attn_t = typename layer_adapter_config<Cfg>::attn_t;
+    using ffn_t = typename layer_adapter_config<Cfg>::ffn_t;
+    using cross_t = PackedAttentionAdapters<Cfg, lora_cross>;
+    BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (cross_t, multihead_attn), (ffn_t, ffn));
+};
+template <class Cfg> struct LayerAdapters<Cfg, false> : layer_adapter_config<Cfg> {
+    using attn_t = typename layer_adapter_config<Cfg>::attn_t;
+    using ffn_t = typename layer_adapter_config<Cfg>::ffn_t;
     BOOST_HANA_DEFINE_STRUCT(LayerAdapters, (attn_t, self_attn), (ffn_t, ffn));
 };
 // A stack's or model's adapters state the configuration of the adapters they hold.

@@ -228,10 +228,11 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     }
 
     // ---- Incremental decoding through one cache per layer ----
-    template <class Mem, class SWS, std::size_t B, std::size_t S>
+    // (p: Params, or ct::with_adapters(params, adapters): each layer's cross-attention adapters project the memory too)
+    template <params_or_adapted<Params, Adapters> PA, class Mem, class SWS, std::size_t B, std::size_t S>
         requires cross
-    static void fill_cross_cache(const Params& p, SWS& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
-        for (std::size_t i = 0; i < N; ++i) L::fill_cross_cache(p.layers[i], layer_ws(ws), cc.c_[i], mem);
+    static void fill_cross_cache(const PA& p, SWS& ws, CrossKVCache<B, S>& cc, const Mem& mem) {
+        for (std::size_t i = 0; i < N; ++i) L::fill_cross_cache(layer_arg(p, i), layer_ws(ws), cc.c_[i], mem);
     }
     template <params_or_adapted<Params, Adapters> PA, class X, class Y, class SWS, std::size_t B, std::size_t Cap, class CC, class SM = no_mask,
               class CM = no_mask>

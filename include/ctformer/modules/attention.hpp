@@ -247,9 +247,13 @@ template <class Cfg> struct attention {
     }
 
     // Cross-attention's queries of rows [r0, r1): q rows = x rows · Wqᵀ + bq (Wq: the first D rows
-    // of in_proj_weight). x, q: the whole (B*Tq)-row buffers.
-    static constexpr void cross_query(const Params& p, T* q, const T* x, std::size_t r0, std::size_t r1, T* pack) {
+    // of in_proj_weight; with lo's adapter, its in-projection adapter's first D outputs too). x, q:
+    // the whole (B*Tq)-row buffers.
+    template <class Lo = no_lora_pass>
+    static constexpr void cross_query(const Params& p, T* q, const T* x, std::size_t r0, std::size_t r1, T* pack, Lo lo = {}) {
         linear::forward(p.in_proj_weight, 0, 1, x + r0 * D, r1 - r0, p.in_bias_data(), q + r0 * D, D, pack);
+        if constexpr (passes_adapters<Lo>)  // (PEFT's nn.MultiheadAttention: no adapter dropout)
+            if (lo.ad) lora::forward<lora_cross, 0, 1>(lo.ad->in_proj, x + r0 * D, D, r1 - r0, q + r0 * D, D, pack, no_dropout{}, lo.Tq, r0);
     }
     // The heads of a cross-attention: queries bf.qkv: (B*Tq, D), keys/values from src -> bf.ctx.
     template <class Src, class Mask, class Drop>
@@ -266,12 +270,16 @@ template <class Cfg> struct attention {
         });
     }
 
-    // mem: (rows, D) -> kv: (rows, 2D) at stride ldkv = mem · [Wk; Wv]ᵀ + [bk; bv]
+    // mem: (rows, D) -> kv: (rows, 2D) at stride ldkv = mem · [Wk; Wv]ᵀ + [bk; bv] (+ the in-projection
+    // adapter's last 2D outputs: ad, the cross-attention's adapters, or null)
+    template <class Ad = absent>
     static constexpr void project_memory(const Params& p, const T* mem, std::size_t rows, T* kv, std::size_t ldkv,
-                                         T* pack) {
+                                         T* pack, const Ad* ad = nullptr) {
         const auto& a = p;
         const T* bias = a.in_bias_data();
         linear::forward(a.in_proj_weight, 1, 2, mem, rows, bias ? bias + D : nullptr, kv, ldkv, pack);
+        if constexpr (!std::is_same_v<Ad, absent>)
+            if (ad) lora::forward<lora_cross, 1, 2>(ad->in_proj, mem, D, rows, kv, ldkv, pack, no_dropout{}, 0, 0);
     }
 
     // out (+)= ctx · out_projᵀ + bias (+ the adapter's; ctx holds rows first.. of the call's)
@@ -358,18 +366,20 @@ template <class Cfg> struct attention {
     }
 
     // Saved (sv): q: (B*Tq, D), mem: (B*S, D), kv_mem: (B*S, 2D) at kv_ld, ctx, lse; bg.x: (B*Tq, D)
-    // the query rows' input. Grads of multihead_attn (+=), bg.dx (+)= the queries' input gradient
-    // and d_mem += the memory's.
-    template <std::size_t M, std::size_t Ms, class Mask, class Drop>
-    static void cross_backward(const Params& p, Params& g, const cross_saved<M, Ms>& sv, const branch_grad<T>& bg,
-                               T* d_mem, std::size_t B, const Mask& mask, const Drop& drop, const grad_scratch& s) {
+    // the query rows' input. Grads of multihead_attn (+=; g null: frozen, lg: its adapters'),
+    // bg.dx (+)= the queries' input gradient and d_mem += the memory's.
+    template <std::size_t M, std::size_t Ms, class Mask, class Drop, class Lg = no_lora_pass>
+    static void cross_backward(const Params& p, Params* g, const cross_saved<M, Ms>& sv, const branch_grad<T>& bg,
+                               T* d_mem, std::size_t B, const Mask& mask, const Drop& drop, const grad_scratch& s,
+                               const Lg& lg = {}) {
         const auto& a = p;
-        auto& ga = g;
         const std::size_t Tq = M / B, S = Ms / B;
         const T *x = bg.x, *q = sv.q, *mem = sv.mem, *kv_mem = sv.kv_mem, *ctx = sv.ctx, *lse = sv.lse, *dy = bg.dy;
         T* const dx = bg.dx;
         const bool accumulate = bg.accumulate;
-        out_backward(a, &ga, ctx, dy, M, s);
+        out_backward(a, g, ctx, dy, M, s);
+        if constexpr (passes_adapters<Lg>)
+            if (lg.ad) lora::backward<lora_cross>(lg.ad->out_proj, lg.g->out_proj, ctx, D, M, dy, D, s.d_ctx, s.pack, no_dropout{}, Tq);
         const T scale = score_scale();
         for_head_grads(B, H, Tq, S, s, [&](std::size_t b, std::size_t h, head_scratch<T> hs) {
             const std::size_t oq = b * Tq * D + h * Dh, okv = b * S * kv_ld + h * Dh;
@@ -382,10 +392,17 @@ template <class Cfg> struct attention {
             attend_head_backward(Tq, S, Dh, f, strided<const T>{s.d_ctx + oq, D}, hg, hs,
                                  rule_of(scale, mask, head_ref{b, h, H}, 0, drop, dropout_site::cross_attn_weights));
         });
-        T* gb = ga.in_bias_data();
-        linear::backward(a.in_proj_weight, ga.in_proj_weight, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
-        linear::backward(a.in_proj_weight, ga.in_proj_weight, 1, 2, mem, B * S, s.d_kv, kv_ld, gb ? gb + D : nullptr,
-                         d_mem, true, s.pack);
+        T* gb = g ? g->in_bias_data() : nullptr;
+        auto* gw = g ? &g->in_proj_weight : nullptr;
+        linear::backward_or_frozen(a.in_proj_weight, gw, 0, 1, x, M, s.d_q, D, gb, dx, accumulate, s.pack);
+        linear::backward_or_frozen(a.in_proj_weight, gw, 1, 2, mem, B * S, s.d_kv, kv_ld, gb ? gb + D : nullptr, d_mem, true,
+                                   s.pack);
+        if constexpr (passes_adapters<Lg>)
+            if (lg.ad) {
+                lora::backward<lora_cross, 0, 1>(lg.ad->in_proj, lg.g->in_proj, x, D, M, s.d_q, D, dx, s.pack, no_dropout{}, Tq);
+                lora::backward<lora_cross, 1, 2>(lg.ad->in_proj, lg.g->in_proj, mem, D, B * S, s.d_kv, kv_ld, d_mem, s.pack,
+                                                 no_dropout{}, S);
+            }
     }
 
   private:

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 
+#include "../core/reflect.hpp"
 #include "../kernels/attention.hpp"
 
 namespace ctformer::modules::sources {
@@ -43,10 +44,12 @@ template <class Attn> struct transient_cross {
     const T* mem;  // (rows, D) the memory, rows = B*S
     T* kv_mem;     // (rows, 2D) at stride kv_ld: k | v per memory row
     std::size_t rows, S, Tq;
-    // memory rows [m0, m1) -> their k|v (the whole forward projects rows [0, memory_rows()))
+    // memory rows [m0, m1) -> their k|v (the whole forward projects rows [0, memory_rows())), with
+    // the cross-attention's adapters ad (null: none)
     constexpr std::size_t memory_rows() const { return rows; }
-    constexpr void project(const typename Attn::Params& p, std::size_t m0, std::size_t m1, T* pack) const {
-        Attn::project_memory(p, mem + m0 * Attn::D, m1 - m0, kv_mem + m0 * Attn::kv_ld, Attn::kv_ld, pack);
+    template <class Ad = absent>
+    constexpr void project(const typename Attn::Params& p, std::size_t m0, std::size_t m1, T* pack, const Ad* ad = nullptr) const {
+        Attn::project_memory(p, mem + m0 * Attn::D, m1 - m0, kv_mem + m0 * Attn::kv_ld, Attn::kv_ld, pack, ad);
     }
     constexpr kv_view<T> operator()(std::size_t b, std::size_t h) const {
         const T* kv = kv_mem + b * S * Attn::kv_ld + h * Attn::Dh;
@@ -79,7 +82,7 @@ template <std::size_t Dh, class Cache, std::size_t B> struct cached_cross {
     const std::array<std::size_t, B>& pos0;
     const std::array<std::size_t, B>& count;
     static constexpr std::size_t memory_rows() { return 0; }  // (projected by fill_cross_cache)
-    template <class P, class T> constexpr void project(const P&, std::size_t, std::size_t, T*) const {}
+    template <class P, class T, class Ad = absent> constexpr void project(const P&, std::size_t, std::size_t, T*, const Ad* = nullptr) const {}
     constexpr kv_view<typename Cache::element_type> operator()(std::size_t b, std::size_t h) const {
         return {{cache.keys_t(b, h), Cache::capacity, true}, {cache.values(b, h), Dh}, Cache::capacity, count[b],
                 pos0[b]};

@@ -27,30 +27,38 @@ namespace ctformer {
 // linear1 and linear2 are lora_up and lora_down. lora_mha: nn.MultiheadAttention's packed
 // attention as PEFT adapts it (target "self_attn"): one adapter over the in-projection (q|k|v,
 // 3·d_model outputs) and one over out_proj, merged into the weights for each forward (so without
-// adapter dropout); lora_q .. lora_o are separate projections' (Llama's).
+// adapter dropout); lora_q .. lora_o are separate projections' (Llama's). lora_cross: a
+// cross-attention layer's nn.MultiheadAttention (target "multihead_attn") as PEFT adapts it: its
+// in-projection's adapter over the queries' rows (q) and the memory's (k|v).
 enum lora_target : unsigned {
     lora_q = 1, lora_k = 2, lora_v = 4, lora_o = 8, lora_gate = 16, lora_up = 32, lora_down = 64,
-    lora_attention = 15, lora_mlp = 112, lora_all = 127, lora_mha = 128
+    lora_attention = 15, lora_mlp = 112, lora_all = 127, lora_mha = 128, lora_cross = 256
 };
-inline constexpr unsigned lora_target_count = 8;
+inline constexpr unsigned lora_target_count = 9;
 
 // lora_A: (R, In), row-major (PyTorch's layout).
 template <class T, std::size_t R, std::size_t In> struct LoraA {
     using weight_t = Tensor<T, R, In>;
     BOOST_HANA_DEFINE_STRUCT(LoraA, (weight_t, weight));
 };
+// lora_B: (Out, R) in panel layout, in output blocks of Seg rows (a packed in-projection's adapter
+// is used a block at a time, as its weight: cross-attention's q and the memory's k|v).
+template <class T, std::size_t Out, std::size_t R, std::size_t Seg> struct LoraB {
+    using weight_t = PackedWeight<T, Out, R, Seg>;
+    BOOST_HANA_DEFINE_STRUCT(LoraB, (weight_t, weight));
+};
 // One adapted projection's adapter: lora_A (R, In), lora_B (Out, R); scale α/R.
-template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha> struct LoraParams {
-    static constexpr std::size_t rank = R, in_features = In, out_features = Out;
+template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha, std::size_t Seg = Out> struct LoraParams {
+    static constexpr std::size_t rank = R, in_features = In, out_features = Out, segment = Seg;
     static constexpr T scale = static_cast<T>(static_cast<double>(Alpha) / static_cast<double>(R));
     using a_t = LoraA<T, R, In>;
-    using b_t = LinearParams<T, Out, R, false>;
+    using b_t = LoraB<T, Out, R, Seg>;
     BOOST_HANA_DEFINE_STRUCT(LoraParams, (a_t, lora_A), (b_t, lora_B));
 };
 // The adapter of a projection (Bit of Cfg's targets), or ct::absent where it has none.
-template <class Cfg, unsigned Bit, std::size_t Out, std::size_t In>
+template <class Cfg, unsigned Bit, std::size_t Out, std::size_t In, std::size_t Seg = Out>
 using lora_slot = std::conditional_t<(Cfg::lora_targets & Bit) != 0,
-                                     LoraParams<typename Cfg::value_type, Out, In, Cfg::lora_rank, Cfg::lora_alpha>, absent>;
+                                     LoraParams<typename Cfg::value_type, Out, In, Cfg::lora_rank, Cfg::lora_alpha, Seg>, absent>;
 
 // The adapters of an attention's separate projections (named as its params: q_proj, ...).
 template <class Cfg> struct AttentionAdapters {
@@ -70,12 +78,14 @@ struct peft_mha_names {
         return member == "in_proj" ? "" : member == "out_proj" ? "base_layer.out_proj" : member;
     }
 };
-template <class Cfg> struct PackedAttentionAdapters {
+// Bit: lora_mha (self_attn) or lora_cross (multihead_attn: its in-projection's adapter in blocks
+// of D outputs, the queries' and the memory's k|v used apart).
+template <class Cfg, unsigned Bit = lora_mha> struct PackedAttentionAdapters {
     using role = role::attention;
     using names = peft_mha_names;
     static constexpr std::size_t D = Cfg::d_model;
-    using in_t = lora_slot<Cfg, lora_mha, 3 * D, D>;
-    using out_t = lora_slot<Cfg, lora_mha, D, D>;
+    using in_t = lora_slot<Cfg, Bit, 3 * D, D, Bit == lora_cross ? D : 3 * D>;
+    using out_t = lora_slot<Cfg, Bit, D, D>;
     BOOST_HANA_DEFINE_STRUCT(PackedAttentionAdapters, (in_t, in_proj), (out_t, out_proj));
 };
 template <class Cfg>
@@ -238,9 +248,11 @@ struct lora {
         return static_cast<dropout_site>(static_cast<unsigned>(dropout_site::lora_input) + static_cast<unsigned>(__builtin_ctz(Bit)));
     }
 
-    // y: (rows, Out) at ldy += s · drop(x) · Aᵀ · Bᵀ, x: (rows, In) at ldx holding rows first.. of
+    // Output blocks S0 .. S0+NS of an adapter's B (NS 0: all; blocks of LP::segment rows): a
+    // packed in-projection's adapter is used a block at a time, as its weight is.
+    // y: (rows, NS·Seg) at ldy += s · drop(x) · Aᵀ · B[blocks]ᵀ, x: (rows, In) at ldx holding rows first.. of
     // the call's B·Tq (their dropout numbering). Chunks of rows on the stack: xa = drop(x)·Aᵀ, (chunk, R).
-    template <unsigned Bit, class LP, class T, class Drop>
+    template <unsigned Bit, std::size_t S0 = 0, std::size_t NS = 0, class LP, class T, class Drop>
     static void forward(const LP& a, const T* x, std::size_t ldx, std::size_t rows, T* y, std::size_t ldy, T* pack,
                         const Drop& drop, std::size_t Tq, std::size_t first) {
         if constexpr (adapter<LP>) {
@@ -250,16 +262,17 @@ struct lora {
             for (std::size_t r0 = 0; r0 < rows; r0 += C) {
                 const std::size_t n = rows - r0 < C ? rows - r0 : C;
                 down(a, dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, first + r0), n, xa);
-                linear::forward(a.lora_B.weight, 0, 1, xa, n, static_cast<const T*>(nullptr), y + r0 * ldy, ldy, pack,
-                                kernels::identity_op{}, true, R);
+                linear::forward(a.lora_B.weight, S0, blocks<LP, NS>(), xa, n, static_cast<const T*>(nullptr), y + r0 * ldy, ldy,
+                                pack, kernels::identity_op{}, true, R);
             }
         }
     }
 
     // The adapter's gradients (+=) and its share of dx (dx null: none; dx may not alias x), a chunk
     // of rows at a time: xa = s·drop(x)·Aᵀ, dB += dyᵀ·xa, dxa = s·dy·B, dA += dxaᵀ·drop(x),
-    // dx += drop'(dxa·A). x: the forward's input (rows at ldx, dx's stride too), dy: (rows, Out) at ldy.
-    template <unsigned Bit, class LP, class T, class Drop>
+    // dx += drop'(dxa·A). x: the forward's input (rows at ldx, dx's stride too), dy: (rows, NS·Seg)
+    // at ldy, the gradient of B's blocks S0 .. S0+NS (forward's).
+    template <unsigned Bit, std::size_t S0 = 0, std::size_t NS = 0, class LP, class T, class Drop>
     static void backward(const LP& a, LP& g, const T* x, std::size_t ldx, std::size_t rows, const T* dy, std::size_t ldy,
                          T* dx, T* pack, const Drop& drop, std::size_t Tq) {
         if constexpr (adapter<LP>) {
@@ -272,9 +285,9 @@ struct lora {
                 const auto in = dropped<Bit, In>(x + r0 * ldx, ldx, n, xd, drop, Tq, r0);
                 down(a, in, n, xa);
                 // dB += dyᵀ · xa (B's panels); dxa = s · dy · B; dA += dxaᵀ · drop(x)
-                linear::backward(a.lora_B.weight, g.lora_B.weight, 0, 1, xa, n, dy + r0 * ldy, ldy, static_cast<T*>(nullptr),
-                                 static_cast<T*>(nullptr), false, pack, R);
-                up_grad(a, dy + r0 * ldy, ldy, n, dxa);
+                linear::backward(a.lora_B.weight, g.lora_B.weight, S0, blocks<LP, NS>(), xa, n, dy + r0 * ldy, ldy,
+                                 static_cast<T*>(nullptr), static_cast<T*>(nullptr), false, pack, R);
+                up_grad<S0, NS>(a, dy + r0 * ldy, ldy, n, dxa);
                 kernels::gemm_tn(R, In, n, dxa, R, in.x, in.ld, g.lora_A.weight.data(), In, true);
                 if (!dx) continue;
                 if (in.x != x + r0 * ldx) add_dropped_share<Bit>(a, dxa, n, dx + r0 * ldx, ldx, xd, drop, Tq, r0);
@@ -307,6 +320,7 @@ struct lora {
     }
 
   private:
+    template <class LP, std::size_t NS> static constexpr std::size_t blocks() { return NS ? NS : LP::out_features / LP::segment; }
     // Rows per chunk: the chunk's buffers (xa, dxa and, with dropout, a copy of x) within 16 KB of
     // stack (2 KB on compact kernels: microcontrollers), at most 64 rows.
     template <class T, std::size_t R, std::size_t In, class Drop> static constexpr std::size_t chunk_rows() {
@@ -325,9 +339,12 @@ struct lora {
                                         false);
         for (std::size_t i = 0; i < n * LP::rank; ++i) xa[i] *= LP::scale;
     }
-    // dxa: (n, R) = s · dy · B, dy: (n, Out) at ldy
-    template <class LP, class T> static void up_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t n, T* dxa) {
-        kernels::gemm_nt_weight_rows<LP::rank>(n, LP::out_features, dy, ldy, a.lora_B.weight.panels(), dxa, LP::rank, false);
+    // dxa: (n, R) = s · dy · B[blocks S0 .. S0+NS], dy: (n, NS·Seg) at ldy (a block's panels at a time)
+    template <std::size_t S0 = 0, std::size_t NS = 0, class LP, class T>
+    static void up_grad(const LP& a, const T* dy, std::size_t ldy, std::size_t n, T* dxa) {
+        constexpr std::size_t Seg = LP::segment;
+        for (std::size_t s = 0; s < blocks<LP, NS>(); ++s)
+            kernels::gemm_nt_weight_rows<LP::rank>(n, Seg, dy + s * Seg, ldy, a.lora_B.weight.panels(S0 + s), dxa, LP::rank, s > 0);
         for (std::size_t i = 0; i < n * LP::rank; ++i) dxa[i] *= LP::scale;
     }
     // dx's n rows += dxa · A
