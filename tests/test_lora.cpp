@@ -613,6 +613,38 @@ TEST_CASE("LoRA files: PEFT's names and adapter_config.json, saved and loaded ba
     CHECK(code(R"({"r": 4, "lora_alpha": -8, "target_modules": "all-linear"})") == ct::errc::config_mismatch);
     CHECK(code(R"({"r": -4, "lora_alpha": 8, "target_modules": "all-linear"})") == ct::errc::malformed_header);
     CHECK(code(R"({"r": 4, "lora_alpha": 8, "x": {"y": [1, {"z": 2}}, "target_modules": "all-linear"})") == ct::errc::malformed_header);
+    // the fields that change the arithmetic must hold PEFT's defaults (a real file: rsLoRA's α/√r
+    // would otherwise load as α/r), each error naming the field and its value
+    const std::string peft_defaults =
+        R"("alpha_pattern": {}, "auto_mapping": null, "base_model_name_or_path": "meta-llama/Llama-2-7b-hf", "bias": "none",
+           "fan_in_fan_out": false, "inference_mode": true, "init_lora_weights": true, "layer_replication": null,
+           "layers_pattern": null, "layers_to_transform": null, "loftq_config": {}, "lora_alpha": 8, "lora_dropout": 0.05,
+           "megatron_config": null, "megatron_core": "megatron.core", "modules_to_save": null, "peft_type": "LORA", "r": 4,
+           "rank_pattern": { }, "revision": null, "target_modules": "all-linear", "task_type": "CAUSAL_LM", "use_dora": false,
+           "use_rslora": false, "lora_bias": false, "exclude_modules": null)";
+    CHECK(code("{" + peft_defaults + "}") == ct::errc::ok);
+    CHECK(code("{" + peft_defaults + R"(, "layers_to_transform": [1, 0]})") == ct::errc::ok);  // (every layer, any order)
+    const std::pair<const char*, const char*> unsupported[] = {
+        {R"("use_rslora": true)", "use_rslora: true (the type scales by lora_alpha / r, not / sqrt(r))"},
+        {R"("use_dora": true)", "use_dora: true (DoRA is not LoRA)"},
+        {R"("rank_pattern": {"model.layers.0.self_attn.q_proj": 8})", "rank_pattern: {\"model.layers.0.self_attn.q_proj\": 8} ("},
+        {R"("alpha_pattern": {"q_proj": 16})", "alpha_pattern: {\"q_proj\": 16} ("},
+        {R"("bias": "lora_only")", "bias: \"lora_only\" ("},
+        {R"("lora_bias": true)", "lora_bias: true ("},
+        {R"("fan_in_fan_out": true)", "fan_in_fan_out: true ("},
+        {R"("modules_to_save": ["lm_head"])", "modules_to_save: [\"lm_head\"] ("},
+        {R"("layer_replication": [[0, 1]])", "layer_replication: [[0, 1]] ("},
+        {R"("layers_to_transform": [0])", "layers_to_transform: [0] (the type adapts every layer)"},
+        {R"("layers_to_transform": 1)", "layers_to_transform: 1 ("},
+        {R"("layers_to_transform": [0, 0])", "layers_to_transform: [0, 0] ("},
+        {R"("layers_to_transform": [0, 1, 2])", "layers_to_transform: [0, 1, 2] ("},
+    };
+    for (const auto& [field, message] : unsupported) {
+        const ct::status st = ct::check_adapter_config<LoraGQA::Adapters>("{" + peft_defaults + ", " + field + "}");
+        INFO(field << ": " << ct::to_string(st.code) << " " << st.tensor_name());
+        CHECK(st.code == ct::errc::config_mismatch);
+        CHECK(std::string_view(st.tensor_name()).starts_with(message));
+    }
     // a file of another rank: its config says so; without the config, its shapes do
     static LoraTied::Adapters other;
     CHECK(ct::load_adapters(other, f, config).code == ct::errc::config_mismatch);

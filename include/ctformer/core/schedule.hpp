@@ -36,7 +36,7 @@ inline constexpr std::size_t min_gemv_weights = min_macs / 4;
 inline constexpr std::size_t min_grad_rows = split_everything ? 1 : 64;
 // Elements below which an elementwise pass runs on the caller.
 inline constexpr std::size_t min_elems = split_everything ? 1 : std::size_t(1) << 14;
-// Rows per block of split_rows.
+// Rows per block of a layer's row regions' cuts.
 inline constexpr std::size_t row_block = split_everything ? 2 : 64;
 // Bytes of weights up to which a layer's row-local work runs in row regions: each core then reads
 // every weight, from its cache or the one they share, where splitting each product's columns
@@ -77,10 +77,10 @@ template <std::size_t block = 64, class F> constexpr void split_elements(std::si
 template <class F> constexpr void split_elements(std::size_t n, F&& f) { split_elements(n, min_elems, f); }
 
 // f(r0, r1) over rows [0, rows) of `cols` elements each, each row computed alone: parts of whole
-// blocks of rows where the pass has min_elems elements, else here.
+// rows where the pass has min_elems elements (a prompt's 64 rows too), else here.
 template <class F> constexpr void split_rows(std::size_t rows, std::size_t cols, F&& f) {
     bool many = !std::is_constant_evaluated() && rows * cols >= min_elems;  // (not const: clang's
-    split_elements<row_block>(rows, many ? 0 : rows + 1, f);                // -Wconstant-evaluated)
+    split_elements<1>(rows, many ? 0 : rows + 1, f);                        // -Wconstant-evaluated)
 }
 // f(r) for each row r in [0, rows), in split_rows' parts.
 template <class F> constexpr void for_each_row(std::size_t rows, std::size_t cols, F&& f) {

@@ -42,14 +42,33 @@ template <class A> constexpr std::string_view lora_target_name(unsigned k) {
 }
 
 // adapter_config.json's fields that matter here: r, lora_alpha, target_modules (a list of module
-// names or "all-linear"), peft_type; every other field is skipped.
+// names or "all-linear"), peft_type; the fields that change the arithmetic away from plain LoRA
+// over every layer (use_rslora, use_dora, lora_bias, bias, fan_in_fan_out, rank_pattern,
+// alpha_pattern, modules_to_save, layer_replication, layers_to_transform) must hold PEFT's
+// defaults; every other field is skipped.
 struct adapter_config {
     std::uint64_t r = 0;
     double alpha = 0;
     unsigned targets = 0;
     bool has_r = false, has_alpha = false, has_targets = false;
     std::string_view unknown_target;  // a target the type's projections do not have (empty: none)
+    std::string_view unsupported_key, unsupported_value;  // the first non-default such field (empty: none)
 };
+// A JSON value's text, skipped (js.ok false if it is not one).
+inline std::string_view json_raw(safetensors::detail::json& js);
+// Whether a value's text is PEFT's default for a field that changes the arithmetic: false, null,
+// {} or [] (whitespace aside), or "none" (bias).
+constexpr bool json_default(std::string_view v, bool string_none) {
+    char c[8] = {};
+    std::size_t n = 0;
+    for (char ch : v)
+        if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') {
+            if (n == sizeof c) return false;
+            c[n++] = ch;
+        }
+    const std::string_view t(c, n);
+    return t == "false" || t == "null" || t == "{}" || t == "[]" || (string_none && t == "\"none\"");
+}
 
 // A JSON number's text (sign, digits, fraction, exponent): its value, ok false if it is not one.
 inline double json_number(safetensors::detail::json& js) {
@@ -75,6 +94,13 @@ inline double json_number(safetensors::detail::json& js) {
     return neg ? -(v + frac) : v + frac;
 }
 // Skips one JSON value of any kind (no recursion: a depth count).
+inline void json_skip(safetensors::detail::json& js);
+inline std::string_view json_raw(safetensors::detail::json& js) {
+    js.ws();
+    const char* s = js.p;
+    json_skip(js);
+    return js.ok ? std::string_view(s, static_cast<std::size_t>(js.p - s)) : std::string_view{};
+}
 inline void json_skip(safetensors::detail::json& js) {
     std::size_t depth = 0;
     do {
@@ -101,6 +127,30 @@ inline void json_skip(safetensors::detail::json& js) {
             if (js.p == s) return void(js.ok = false);
         }
     } while (js.ok && depth > 0);
+}
+
+// Whether a layers_to_transform value (an index or a list of them) names each of n layers once.
+inline bool every_layer(std::string_view v, std::size_t n) {
+    std::uint64_t seen = 0, count = 0;  // (layers 0..63 tracked; more must be listed in order)
+    std::size_t next = 0;
+    bool in_order = true;
+    for (std::size_t i = 0; i < v.size();) {
+        if (v[i] < '0' || v[i] > '9') {
+            if (v[i] != '[' && v[i] != ']' && v[i] != ',' && v[i] != ' ' && v[i] != '\n' && v[i] != '\r' && v[i] != '\t') return false;
+            ++i;
+            continue;
+        }
+        std::uint64_t k = 0;
+        for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i)
+            if ((k = k * 10 + static_cast<std::uint64_t>(v[i] - '0')) >= n) return false;
+        if (k < 64) {
+            if ((seen >> k) & 1u) return false;
+            seen |= std::uint64_t(1) << k;
+        }
+        in_order = in_order && k == next++;
+        ++count;
+    }
+    return count == n && (n <= 64 || in_order);
 }
 
 template <class A> status parse_adapter_config(std::string_view text, adapter_config& c) {
@@ -140,6 +190,14 @@ template <class A> status parse_adapter_config(std::string_view text, adapter_co
         } else if (key == "peft_type") {
             const std::string_view v = js.string();
             if (js.ok && v != "LORA") return status::error(errc::config_mismatch, "peft_type: ", v, " (LORA)");
+        } else if (key == "use_rslora" || key == "use_dora" || key == "lora_bias" || key == "bias" || key == "fan_in_fan_out" ||
+                   key == "rank_pattern" || key == "alpha_pattern" || key == "modules_to_save" || key == "layer_replication") {
+            const std::string_view v = json_raw(js);
+            if (js.ok && !json_default(v, key == "bias") && c.unsupported_key.empty()) c.unsupported_key = key, c.unsupported_value = v;
+        } else if (key == "layers_to_transform") {  // null, or every layer's index
+            const std::string_view v = json_raw(js);
+            if (js.ok && !json_default(v, false) && !every_layer(v, A::lora_layers) && c.unsupported_key.empty())
+                c.unsupported_key = key, c.unsupported_value = v;
         } else {
             json_skip(js);
         }
@@ -171,6 +229,14 @@ template <class A> status check_adapter_config(std::string_view json_text) {
         if (whole) t << static_cast<std::size_t>(c.alpha);
         else t << "not a whole number";
         t << ", type " << static_cast<std::size_t>(A::lora_alpha);
+        return status::error(errc::config_mismatch, t.view());
+    }
+    if (!c.unsupported_key.empty()) {
+        t << c.unsupported_key << ": " << c.unsupported_value.substr(0, 40);
+        t << (c.unsupported_key == "use_rslora"            ? " (the type scales by lora_alpha / r, not / sqrt(r))"
+              : c.unsupported_key == "layers_to_transform" ? " (the type adapts every layer)"
+              : c.unsupported_key == "use_dora"            ? " (DoRA is not LoRA)"
+                                                           : " (ctformer's adapters: plain LoRA, one rank and alpha)");
         return status::error(errc::config_mismatch, t.view());
     }
     if (!c.unknown_target.empty()) return status::error(errc::config_mismatch, "target_modules: ", c.unknown_target, " (the type has no such projection)");

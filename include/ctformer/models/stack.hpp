@@ -52,6 +52,7 @@ template <class LP, std::size_t N, class NormP> struct StackParams<LP, N, NormP,
 
 // The layers' adapters (ct::lora): layers.{i}.<the layer's adapter names>.
 template <class LA, std::size_t N, class Names> struct StackAdapters : adapter_config_of<LA> {
+    static constexpr std::size_t lora_layers = N;
     using role = role::stack;
     using names = Names;
     using list_t = ModuleList<LA, N>;
