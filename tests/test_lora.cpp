@@ -63,6 +63,33 @@ template <class L> void against_pytorch(const std::string& name) {
     std::printf("  %-22s output, d_tgt and %zu adapter gradients: worst %.3g of the tensor's max\n", name.c_str(), n, worst);
 }
 
+// rsLoRA (PEFT's use_rslora: the scale α/√r)
+using RsBlock = ct::LlamaBlock<ct::d_model<16>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<32>, ct::max_positions<8>,
+                               ct::norm_eps<1, 100000>, ct::dtype<double>, ct::lora<8, 16, ct::lora_q | ct::lora_v, ct::rslora>>;
+
+TEST_CASE("rsLoRA (ct::rslora: α/√r) = PEFT's use_rslora formulas in torch; use_rslora in adapter_config.json; merge") {
+    against_pytorch<RsBlock>("lora_rslora_qv_f64");
+    char cfg[512];
+    const std::size_t n = ct::write_adapter_config<RsBlock::Adapters>(cfg);
+    const std::string_view text(cfg, n);
+    CHECK(text.find("\"use_rslora\": true") != std::string_view::npos);
+    CHECK(ct::check_adapter_config<RsBlock::Adapters>(text).ok());
+    using Plain = Block<double, ct::lora_q | ct::lora_v, 8, 16>;
+    const ct::status plain = ct::check_adapter_config<Plain::Adapters>(text);
+    CHECK(plain.code == ct::errc::config_mismatch);
+    CHECK(std::string(plain.tensor_name()).starts_with("use_rslora: file true, type false"));
+    const ct::status missing = ct::check_adapter_config<RsBlock::Adapters>(R"({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]})");
+    CHECK(std::string(missing.tensor_name()) == "use_rslora: file false, type true (ct::rslora)");
+    // merged with the rsLoRA scale: the base then runs as base + adapters
+    Rig<RsBlock> r("lora_rslora_qv_f64");
+    static RsBlock::Workspace<B, Tq> ws;
+    static ct::Tensor<double, B, Tq, 16> with, merged;
+    REQUIRE(RsBlock::forward(ct::with_adapters(r.params, r.adapters), ws, r.x, with, ct::causal{}).ok());
+    REQUIRE(ct::merge_adapters(r.params, r.adapters).ok());
+    REQUIRE(RsBlock::forward(r.params, ws, r.x, merged, ct::causal{}).ok());
+    CHECK_CLOSE("rsLoRA merged vs adapters", merged.data(), with.data(), merged.size, 1e-12);
+}
+
 TEST_CASE("LoRA on every projection = PEFT's formulas in torch (float; double with adapter dropout 0.25)") {
     against_pytorch<Block<float, ct::lora_all, 4, 8>>("lora_all_f32");
     against_pytorch<Block<double, ct::lora_all, 4, 8>>("lora_all_dropout_f64");
@@ -625,7 +652,8 @@ TEST_CASE("LoRA files: PEFT's names and adapter_config.json, saved and loaded ba
     CHECK(code("{" + peft_defaults + "}") == ct::errc::ok);
     CHECK(code("{" + peft_defaults + R"(, "layers_to_transform": [1, 0]})") == ct::errc::ok);  // (every layer, any order)
     const std::pair<const char*, const char*> unsupported[] = {
-        {R"("use_rslora": true)", "use_rslora: true (the type scales by lora_alpha / r, not / sqrt(r))"},
+        {R"("use_rslora": true)", "use_rslora: file true, type false (ct::rslora scales by lora_alpha / sqrt(r))"},
+        {R"("use_rslora": "yes")", "use_rslora: \"yes\" ("},
         {R"("use_dora": true)", "use_dora: true (DoRA is not LoRA)"},
         {R"("rank_pattern": {"model.layers.0.self_attn.q_proj": 8})", "rank_pattern: {\"model.layers.0.self_attn.q_proj\": 8} ("},
         {R"("alpha_pattern": {"q_proj": 16})", "alpha_pattern: {\"q_proj\": 16} ("},

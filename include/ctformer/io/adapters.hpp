@@ -43,9 +43,9 @@ template <class A> constexpr std::string_view lora_target_name(unsigned k) {
 
 // adapter_config.json's fields that matter here: r, lora_alpha, target_modules (a list of module
 // names or "all-linear"), peft_type; the fields that change the arithmetic away from plain LoRA
-// over every layer (use_rslora, use_dora, lora_bias, bias, fan_in_fan_out, rank_pattern,
-// alpha_pattern, modules_to_save, layer_replication, layers_to_transform) must hold PEFT's
-// defaults; every other field is skipped.
+// over every layer (use_dora, lora_bias, bias, fan_in_fan_out, rank_pattern, alpha_pattern,
+// modules_to_save, layer_replication, layers_to_transform) must hold PEFT's defaults, use_rslora
+// the type's scale; every other field is skipped.
 struct adapter_config {
     std::uint64_t r = 0;
     double alpha = 0;
@@ -53,6 +53,7 @@ struct adapter_config {
     bool has_r = false, has_alpha = false, has_targets = false;
     std::string_view unknown_target;  // a target the type's projections do not have (empty: none)
     std::string_view unsupported_key, unsupported_value;  // the first non-default such field (empty: none)
+    bool rslora = false;  // use_rslora
 };
 // A JSON value's text, skipped (js.ok false if it is not one).
 inline std::string_view json_raw(safetensors::detail::json& js);
@@ -190,7 +191,15 @@ template <class A> status parse_adapter_config(std::string_view text, adapter_co
         } else if (key == "peft_type") {
             const std::string_view v = js.string();
             if (js.ok && v != "LORA") return status::error(errc::config_mismatch, "peft_type: ", v, " (LORA)");
-        } else if (key == "use_rslora" || key == "use_dora" || key == "lora_bias" || key == "bias" || key == "fan_in_fan_out" ||
+        } else if (key == "use_rslora") {
+            const std::string_view v = json_raw(js);
+            if (js.ok && !json_default(v, false)) {
+                if (v == "true") c.rslora = true;
+                else if (c.unsupported_key.empty()) c.unsupported_key = key, c.unsupported_value = v;
+            } else {
+                c.rslora = false;
+            }
+        } else if (key == "use_dora" || key == "lora_bias" || key == "bias" || key == "fan_in_fan_out" ||
                    key == "rank_pattern" || key == "alpha_pattern" || key == "modules_to_save" || key == "layer_replication") {
             const std::string_view v = json_raw(js);
             if (js.ok && !json_default(v, key == "bias") && c.unsupported_key.empty()) c.unsupported_key = key, c.unsupported_value = v;
@@ -233,12 +242,14 @@ template <class A> status check_adapter_config(std::string_view json_text) {
     }
     if (!c.unsupported_key.empty()) {
         t << c.unsupported_key << ": " << c.unsupported_value.substr(0, 40);
-        t << (c.unsupported_key == "use_rslora"            ? " (the type scales by lora_alpha / r, not / sqrt(r))"
-              : c.unsupported_key == "layers_to_transform" ? " (the type adapts every layer)"
+        t << (c.unsupported_key == "layers_to_transform" ? " (the type adapts every layer)"
               : c.unsupported_key == "use_dora"            ? " (DoRA is not LoRA)"
                                                            : " (ctformer's adapters: plain LoRA, one rank and alpha)");
         return status::error(errc::config_mismatch, t.view());
     }
+    if (c.rslora != (A::lora_scale == rslora))
+        return status::error(errc::config_mismatch, c.rslora ? "use_rslora: file true, type false (ct::rslora scales by lora_alpha / sqrt(r))"
+                                                             : "use_rslora: file false, type true (ct::rslora)");
     if (!c.unknown_target.empty()) return status::error(errc::config_mismatch, "target_modules: ", c.unknown_target, " (the type has no such projection)");
     for (unsigned k = 0; k < lora_target_count; ++k)
         if (((c.targets ^ A::lora_targets) >> k) & 1u)
@@ -282,6 +293,7 @@ template <class A> std::size_t write_adapter_config(std::span<char> out, float l
     num(A::lora_rank);
     put(", \"lora_alpha\": ");
     num(static_cast<std::size_t>(A::lora_alpha));
+    put(A::lora_scale == rslora ? ", \"use_rslora\": true" : ", \"use_rslora\": false");
     put(", \"bias\": \"none\", \"lora_dropout\": ");
     const std::size_t thousandths = static_cast<std::size_t>(lora_dropout * 1000.0f + 0.5f);
     num(thousandths / 1000);

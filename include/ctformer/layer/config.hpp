@@ -105,17 +105,21 @@ template <class F> struct kv_cache {
 // lora_mha (self_attn) and lora_cross (multihead_attn, cross-attention layers)). The layer gains an
 // Adapters role; the base params stay as they are (any weight format, in flash too) and are frozen
 // where adapters are trained (docs/lora.md).
-template <std::size_t R, long long Alpha, unsigned Targets = lora_q | lora_v> struct lora {
+// Scale: ct::lora_alpha_over_r (LoRA's α / r), or ct::rslora (α / √r: PEFT's use_rslora).
+template <std::size_t R, long long Alpha, unsigned Targets = lora_q | lora_v, lora_scaling Scale = lora_alpha_over_r>
+struct lora {
     using option_tag = tag::lora;
     static constexpr std::size_t rank = R;
     static constexpr long long alpha = Alpha;
     static constexpr unsigned targets = Targets;
+    static constexpr lora_scaling scale = Scale;
 };
 struct no_lora {
     using option_tag = tag::lora;
     static constexpr std::size_t rank = 0;
     static constexpr long long alpha = 0;
     static constexpr unsigned targets = 0;
+    static constexpr lora_scaling scale = lora_alpha_over_r;
 };
 struct float_activations {};
 struct int8_activations {};
@@ -229,6 +233,7 @@ template <class... Opts> struct config {
     static constexpr std::size_t lora_rank = lora_type::rank;
     static constexpr long long lora_alpha = lora_type::alpha;
     static constexpr unsigned lora_targets = lora_type::targets;
+    static constexpr lora_scaling lora_scale = lora_type::scale;
     static constexpr bool has_lora = detail::count_tag<tag::lora, Opts...> != 0;
 
     static_assert(detail::is_dtype<value_type>, "ctformer: dtype must be float or double");

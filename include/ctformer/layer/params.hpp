@@ -59,6 +59,7 @@ template <class Cfg> struct layer_adapter_config {
     static constexpr long long lora_alpha = Cfg::lora_alpha;
     static constexpr unsigned lora_targets = Cfg::lora_targets;
     static constexpr bool lora_gated = Cfg::gated;
+    static constexpr lora_scaling lora_scale = Cfg::lora_scale;
     static constexpr std::size_t lora_layers = 1;
     using attn_t = attention_adapters_t<Cfg>;
     using ffn_t = FeedForwardAdapters<Cfg>;
@@ -81,6 +82,7 @@ template <class Inner> struct adapter_config_of {
     static constexpr unsigned lora_targets = Inner::lora_targets;
     static constexpr bool lora_gated = Inner::lora_gated;
     static constexpr std::size_t lora_layers = Inner::lora_layers;
+    static constexpr lora_scaling lora_scale = Inner::lora_scale;
 };
 
 }  // namespace ctformer

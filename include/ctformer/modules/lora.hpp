@@ -19,6 +19,7 @@
 #include "../core/status.hpp"
 #include "../core/reflect.hpp"
 #include "../kernels/lowrank.hpp"
+#include "../simd/cmath.hpp"
 #include "linear.hpp"
 
 namespace ctformer {
@@ -35,6 +36,11 @@ enum lora_target : unsigned {
     lora_attention = 15, lora_mlp = 112, lora_all = 127, lora_mha = 128, lora_cross = 256
 };
 inline constexpr unsigned lora_target_count = 9;
+// An adapter's scale: α / r (LoRA's), or α / √r (rsLoRA: PEFT's use_rslora).
+enum lora_scaling : unsigned char { lora_alpha_over_r = 0, rslora = 1 };
+constexpr double lora_scale_of(std::size_t R, long long Alpha, lora_scaling S) {
+    return static_cast<double>(Alpha) / (S == rslora ? cmath::sqrt(static_cast<double>(R)) : static_cast<double>(R));
+}
 
 // lora_A: (R, In), row-major (PyTorch's layout).
 template <class T, std::size_t R, std::size_t In> struct LoraA {
@@ -47,10 +53,12 @@ template <class T, std::size_t Out, std::size_t R, std::size_t Seg> struct LoraB
     using weight_t = PackedWeight<T, Out, R, Seg>;
     BOOST_HANA_DEFINE_STRUCT(LoraB, (weight_t, weight));
 };
-// One adapted projection's adapter: lora_A (R, In), lora_B (Out, R); scale α/R.
-template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha, std::size_t Seg = Out> struct LoraParams {
+// One adapted projection's adapter: lora_A (R, In), lora_B (Out, R); scale α/R (rsLoRA: α/√R).
+template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alpha, std::size_t Seg = Out,
+          lora_scaling S = lora_alpha_over_r>
+struct LoraParams {
     static constexpr std::size_t rank = R, in_features = In, out_features = Out, segment = Seg;
-    static constexpr T scale = static_cast<T>(static_cast<double>(Alpha) / static_cast<double>(R));
+    static constexpr T scale = static_cast<T>(lora_scale_of(R, Alpha, S));
     using a_t = LoraA<T, R, In>;
     using b_t = LoraB<T, Out, R, Seg>;
     BOOST_HANA_DEFINE_STRUCT(LoraParams, (a_t, lora_A), (b_t, lora_B));
@@ -58,7 +66,9 @@ template <class T, std::size_t Out, std::size_t In, std::size_t R, long long Alp
 // The adapter of a projection (Bit of Cfg's targets), or ct::absent where it has none.
 template <class Cfg, unsigned Bit, std::size_t Out, std::size_t In, std::size_t Seg = Out>
 using lora_slot = std::conditional_t<(Cfg::lora_targets & Bit) != 0,
-                                     LoraParams<typename Cfg::value_type, Out, In, Cfg::lora_rank, Cfg::lora_alpha, Seg>, absent>;
+                                     LoraParams<typename Cfg::value_type, Out, In, Cfg::lora_rank, Cfg::lora_alpha, Seg,
+                                                Cfg::lora_scale>,
+                                     absent>;
 
 // The adapters of an attention's separate projections (named as its params: q_proj, ...).
 template <class Cfg> struct AttentionAdapters {
@@ -165,7 +175,7 @@ template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
     });
 }
 
-// Merges adapters into their base weights (PEFT's merge_and_unload): W += (α/r)·B·A for every
+// Merges adapters into their base weights (PEFT's merge_and_unload): W += s·B·A (s = α/r, or α/√r) for every
 // adapted projection (sign −1: unmerge, W −= (α/r)·B·A: back within a rounding of each element,
 // as PEFT's). Base and adapters are matched by name (self_attn.q_proj.weight takes
 // self_attn.q_proj.lora_A/B.weight; the packed in_proj_weight self_attn.lora_A/B.weight, out_proj
@@ -180,7 +190,7 @@ template <class P, class A> status merge_adapters(P& params, const A& adapters, 
         std::size_t in = 0, out = 0;
     };
     constexpr std::size_t R = A::lora_rank;
-    const double scale = static_cast<double>(A::lora_alpha) / static_cast<double>(R) * sign;
+    const double scale = lora_scale_of(R, A::lora_alpha, A::lora_scale) * sign;
     // (PEFT's nn.MultiheadAttention adapters: the in-projection's stem is the module, its base the
     // packed weight under P's names; out_proj's stem has base_layer. before out_proj)
     constexpr std::string_view in_proj_name =
