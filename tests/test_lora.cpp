@@ -667,7 +667,8 @@ TEST_CASE("LoRA files: PEFT's names and adapter_config.json, saved and loaded ba
         {R"("layers_to_transform": [0, 0])", "layers_to_transform: [0, 0] ("},
         {R"("layers_to_transform": [0, 1, 2])", "layers_to_transform: [0, 1, 2] ("},
     };
-    for (const auto& [field, message] : unsupported) {
+    for (const auto& u : unsupported) {
+        const char *field = u.first, *message = u.second;  // (clang 14: no structured bindings in INFO's capture)
         const ct::status st = ct::check_adapter_config<LoraGQA::Adapters>("{" + peft_defaults + ", " + field + "}");
         INFO(field << ": " << ct::to_string(st.code) << " " << st.tensor_name());
         CHECK(st.code == ct::errc::config_mismatch);
