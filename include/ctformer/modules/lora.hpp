@@ -176,7 +176,7 @@ template <class A> void init_adapters(A& adapters, std::uint64_t seed) {
 }
 
 // Merges adapters into their base weights (PEFT's merge_and_unload): W += s·B·A (s = α/r, or α/√r) for every
-// adapted projection (sign −1: unmerge, W −= (α/r)·B·A: back within a rounding of each element,
+// adapted projection (sign −1: unmerge, W −= s·B·A: back within a rounding of each element,
 // as PEFT's). Base and adapters are matched by name (self_attn.q_proj.weight takes
 // self_attn.q_proj.lora_A/B.weight; the packed in_proj_weight self_attn.lora_A/B.weight, out_proj
 // self_attn.base_layer.out_proj's); each delta is summed in double. The base must be float:
