@@ -158,6 +158,46 @@ TEST_CASE("LoRA: eval forward and step equal the training forward without dropou
     CHECK(test::compare(base.data(), y.data(), y.size).max_abs == 0);
 }
 
+// Central differences of loss() (h = 1e-6) against backward's gradients: the worst error relative
+// to max(1, |difference|) over every probe.
+template <class Loss> struct central_differences {
+    Loss& loss;
+    double worst = 0;
+    std::size_t checked = 0;
+    void probe(double& v, double analytic) {
+        const double h = 1e-6, keep = v;
+        v = keep + h;
+        const double up = loss();
+        v = keep - h;
+        const double down = loss();
+        v = keep;
+        const double fd = (up - down) / (2 * h);
+        worst = std::max(worst, std::fabs(fd - analytic) / std::max(1.0, std::fabs(fd)));
+        ++checked;
+    }
+    // every stride-th element of x: (n) against dx
+    void tensor(double* x, const double* dx, std::size_t n, std::size_t stride) {
+        for (std::size_t i = 0; i < n; i += stride) probe(x[i], dx[i]);
+    }
+    // every stride-th element of every adapter tensor, in PyTorch's order (A row-major, B in
+    // panels), against g's (the same types, visited in the same order)
+    template <class A> void adapters(A& ad, const A& g, std::size_t stride) {
+        std::vector<const double*> grads;
+        ct::for_each_tensor(g, [&](std::string_view, const auto& t) { grads.push_back(t.storage); });
+        std::size_t k = 0;
+        ct::for_each_tensor(ad, [&](std::string_view, auto& t) {
+            using X = std::remove_cvref_t<decltype(t)>;
+            for (std::size_t i = 0; i < t.size; i += stride) {
+                std::size_t s = i;
+                if constexpr (requires { X::storage_index(i); }) s = X::storage_index(i);
+                probe(t.storage[s], grads[k][s]);
+            }
+            ++k;
+        });
+    }
+};
+template <class Loss> central_differences(Loss&) -> central_differences<Loss>;  // (clang 14: no aggregate deduction)
+
 // loss(θ) = Σ out · dy in double; central differences against backward's gradient
 TEST_CASE("LoRA gradients by finite differences in double: A, B and the input, with adapter dropout") {
     using L = Block<double, ct::lora_all, 4, 8>;
@@ -172,36 +212,11 @@ TEST_CASE("LoRA gradients by finite differences in double: A, B and the input, w
         for (std::size_t i = 0; i < out.size; ++i) s += out.data()[i] * r.dy.data()[i];
         return s;
     };
-    const double h = 1e-6;
-    double worst = 0;
-    std::size_t checked = 0;
-    auto probe = [&](double& v, double analytic) {
-        const double keep = v;
-        v = keep + h;
-        const double up = loss();
-        v = keep - h;
-        const double down = loss();
-        v = keep;
-        const double fd = (up - down) / (2 * h), err = std::fabs(fd - analytic) / std::max(1.0, std::fabs(fd));
-        worst = std::max(worst, err);
-        ++checked;
-    };
-    // every 7th element of every adapter tensor (grads: the same types, visited in the same order)
-    std::vector<const double*> g;
-    ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { g.push_back(t.storage); });
-    std::size_t k = 0;
-    ct::for_each_tensor(r.adapters, [&](std::string_view, auto& t) {
-        using X = std::remove_cvref_t<decltype(t)>;
-        for (std::size_t i = 0; i < t.size; i += 7) {  // (element i in PyTorch's order: A row-major, B in panels)
-            std::size_t s = i;
-            if constexpr (requires { X::storage_index(i); }) s = X::storage_index(i);
-            probe(t.storage[s], g[k][s]);
-        }
-        ++k;
-    });
-    for (std::size_t i = 0; i < r.x.size; i += 5) probe(r.x.data()[i], r.dx.data()[i]);
-    std::printf("  finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", checked, worst);
-    CHECK(worst <= 1e-7);
+    central_differences fd{loss};
+    fd.adapters(r.adapters, r.grads, 7);
+    fd.tensor(r.x.data(), r.dx.data(), r.x.size, 5);
+    std::printf("  finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", fd.checked, fd.worst);
+    CHECK(fd.worst <= 1e-7);
 }
 
 // ---- Models: adapters on every block of a Llama (the stack, the frozen embeddings, norm and head) ----
@@ -467,36 +482,13 @@ TEST_CASE("LoRA cross-attention gradients by finite differences in double: A, B,
         for (std::size_t i = 0; i < out.size; ++i) s += out.data()[i] * r.dy.data()[i];
         return s;
     };
-    const double h = 1e-6;
-    double worst = 0;
-    std::size_t checked = 0;
-    auto probe = [&](double& v, double analytic) {
-        const double keep = v;
-        v = keep + h;
-        const double up = loss();
-        v = keep - h;
-        const double down = loss();
-        v = keep;
-        const double fd = (up - down) / (2 * h), err = std::fabs(fd - analytic) / std::max(1.0, std::fabs(fd));
-        worst = std::max(worst, err);
-        ++checked;
-    };
-    std::vector<const double*> g;
-    ct::for_each_tensor(r.grads, [&](std::string_view, const auto& t) { g.push_back(t.storage); });
-    std::size_t k = 0;
-    ct::for_each_tensor(r.adapters, [&](std::string_view, auto& t) {
-        using X = std::remove_cvref_t<decltype(t)>;
-        for (std::size_t i = 0; i < t.size; i += 5) {
-            std::size_t s = i;
-            if constexpr (requires { X::storage_index(i); }) s = X::storage_index(i);
-            probe(t.storage[s], g[k][s]);
-        }
-        ++k;
-    });
-    for (std::size_t i = 0; i < r.mem.size; i += 3) probe(r.mem.data()[i], r.dmem.data()[i]);
-    for (std::size_t i = 0; i < r.x.size; i += 5) probe(r.x.data()[i], r.dx.data()[i]);
-    std::printf("  cross-attention finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", checked, worst);
-    CHECK(worst <= 1e-7);
+    central_differences fd{loss};
+    fd.adapters(r.adapters, r.grads, 5);
+    fd.tensor(r.mem.data(), r.dmem.data(), r.mem.size, 3);
+    fd.tensor(r.x.data(), r.dx.data(), r.x.size, 5);
+    std::printf("  cross-attention finite differences (double, lora_p 0.25): %zu probes, worst relative error %.3g\n", fd.checked,
+                fd.worst);
+    CHECK(fd.worst <= 1e-7);
 }
 
 // Greedy generation with adapters (the decoding steps' path) against the argmax of the full forward
