@@ -397,17 +397,35 @@ TEST_CASE("LoRA cross-attention: eval forward, steps over a cross cache filled w
     }
     INFO("steps vs forward: max abs " << worst);
     CHECK(worst <= 1e-5);
-    // a cross cache filled by the base alone is the base's memory: the steps then differ
-    LoraDec::fill_cross_cache(r.params, sws, cc, r.mem);
-    REQUIRE(cache.truncate_all(0).ok());
+    // a cross cache holds the memory as the adapters that filled it projected it: stepping through
+    // other adapters (or the base alone, or adapters over a base-filled cache) is cache_mismatch,
+    // with nothing written
     ct::Tensor<float, B, 1, 16> x0, y0;
     for (std::size_t b = 0; b < B; ++b)
-        for (std::size_t d = 0; d < 16; ++d) x0(b, 0, d) = r.x(b, 0, d);
-    REQUIRE(LoraDec::step(pa, sws, cache, cc, x0, y0, ct::causal{}).ok());
+        for (std::size_t d = 0; d < 16; ++d) x0(b, 0, d) = r.x(b, 0, d), y0(b, 0, d) = 7.f;
+    REQUIRE(cache.truncate_all(0).ok());
+    const ct::status base_step = LoraDec::step(r.params, sws, cache, cc, x0, y0, ct::causal{});
+    CHECK(base_step.code == ct::errc::cache_mismatch);
+    CHECK(std::string(base_step.tensor_name()) == "filled with other adapters than the step's");
+    static LoraDec::Adapters other;
+    other = r.adapters;
+    CHECK(LoraDec::step(ct::with_adapters(r.params, other), sws, cache, cc, x0, y0, ct::causal{}).code == ct::errc::cache_mismatch);
+    LoraDec::fill_cross_cache(r.params, sws, cc, r.mem);
+    const ct::status adapted_step = LoraDec::step(pa, sws, cache, cc, x0, y0, ct::causal{});
+    CHECK(adapted_step.code == ct::errc::cache_mismatch);
+    CHECK(std::string(adapted_step.tensor_name()) == "filled from the base alone; the step runs adapters");
+    CHECK(cache.length(0) == 0);
+    bool untouched = true;
+    for (std::size_t i = 0; i < y0.size; ++i) untouched = untouched && y0.data()[i] == 7.f;
+    CHECK(untouched);
+    // the base's cache serves the base, whose outputs differ from the adapted ones
+    REQUIRE(LoraDec::step(r.params, sws, cache, cc, x0, y0, ct::causal{}).ok());
     double diff = 0;
     for (std::size_t b = 0; b < B; ++b)
         for (std::size_t d = 0; d < 16; ++d) diff = std::max(diff, double(std::fabs(y0(b, 0, d) - y(b, 0, d))));
     CHECK(diff > 1e-3);
+    cc.reset();
+    CHECK(LoraDec::step(r.params, sws, cache, cc, x0, y0, ct::causal{}).code == ct::errc::cache_empty);
     // merged into the base: the same outputs; unmerged: the base back within a rounding
     REQUIRE(LoraDec::forward(r.params, ws, r.x, r.mem, base, ct::causal{}).ok());
     CHECK(test::compare(base.data(), y.data(), y.size).max_abs > 1e-3);
@@ -426,6 +444,40 @@ TEST_CASE("LoRA cross-attention: eval forward, steps over a cross cache filled w
 
 // Over a quantized base: the frozen in-projection's input gradient through its quantized blocks
 // (the queries' block, the memory's two) equals the dense copy's.
+TEST_CASE("LoRA cross stack: a step through other adapters than filled its cross cache is cache_mismatch, all or nothing") {
+    using S = ct::DecoderStack<LoraDec, 2>;
+    static S::Params p;
+    static S::Adapters ad, other;
+    static S::KVCache<2, 4> cache;
+    static S::CrossKVCache<2, 3> cc;
+    static S::StepWorkspace<2, 1> sws;
+    static ct::Tensor<float, 2, 3, 16> mem;
+    static ct::Tensor<float, 2, 1, 16> x, y;
+    unsigned seed = 3;
+    const auto fill = [&seed](std::string_view, auto& t) {
+        for (std::size_t i = 0; i < t.size; ++i) seed = seed * 1103515245u + 12345u, t.set(i, float((seed >> 9) & 1023) / 2048.f - 0.25f);
+    };
+    ct::for_each_tensor(p, fill);
+    ct::for_each_tensor(ad, fill);
+    other = ad;
+    for (std::size_t i = 0; i < mem.size; ++i) mem.data()[i] = float(i % 7) / 8.f - 0.4f;
+    for (std::size_t i = 0; i < x.size; ++i) x.data()[i] = float(i % 5) / 4.f - 0.5f, y.data()[i] = 7.f;
+    const auto pa = ct::with_adapters(p, ad);
+    S::fill_cross_cache(pa, sws, cc, mem);
+    const ct::status st = S::step(p, sws, cache, cc, x, y, ct::causal{});
+    CHECK(st.code == ct::errc::cache_mismatch);
+    CHECK(std::string(st.tensor_name()) == "layers.0.multihead_attn");
+    CHECK(S::step(ct::with_adapters(p, other), sws, cache, cc, x, y, ct::causal{}).code == ct::errc::cache_mismatch);
+    CHECK(cache.length(0) == 0);
+    bool untouched = true;
+    for (std::size_t i = 0; i < y.size; ++i) untouched = untouched && y.data()[i] == 7.f;
+    CHECK(untouched);
+    REQUIRE(S::step(pa, sws, cache, cc, x, y, ct::causal{}).ok());
+    CHECK(cache.length(0) == 1);
+    S::fill_cross_cache(ct::with_adapters(p, other), sws, cc, mem);  // refilled: the other adapters step
+    CHECK(S::step(ct::with_adapters(p, other), sws, cache, cc, x, y, ct::causal{}).ok());
+}
+
 TEST_CASE_TEMPLATE("LoRA cross-attention over int8 / int4 weights = over their dequantized float copy", Fmt, ct::int8_per_channel,
                    ct::int4_group<16>) {
     using Q = ct::DecoderLayer<ct::d_model<16>, ct::heads<4>, ct::ffn_dim<32>, ct::lora<4, 8, dec_targets>, ct::weights<Fmt>>;

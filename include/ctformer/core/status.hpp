@@ -35,6 +35,7 @@ enum class errc : std::uint8_t {
     config_mismatch,    // the file's configuration (its metadata) differs from the C++ type's
     io_error,           // a file could not be opened, sized, read or mapped (io/file.hpp)
     malformed_tables,   // a tokenizer's tables disagree (sizes, offsets, ids, hashes: text/tables.hpp)
+    cache_mismatch,     // a cross-attention cache filled through other adapters than the step runs
 };
 
 inline constexpr const char* to_string(errc e) {
@@ -64,6 +65,7 @@ inline constexpr const char* to_string(errc e) {
         case errc::config_mismatch: return "configuration mismatch";
         case errc::io_error: return "file I/O error";
         case errc::malformed_tables: return "malformed tokenizer tables";
+        case errc::cache_mismatch: return "cache filled through other adapters";
     }
     return "?";
 }

@@ -82,12 +82,14 @@ class KVCache : public detail::kv_storage<E, B, H, Dh, Capacity>, public sized_r
 };
 
 // Cross-attention keys/values of the S memory positions: filled by fill_cross_cache, then only
-// read. Its own state is one flag: reset() empties it (a step then returns errc::cache_empty);
-// it has no per-row lengths to truncate.
+// read. Its own state is a flag and the adapters that projected the memory (none: the base's;
+// a step through others returns errc::cache_mismatch): reset() empties it (a step then returns
+// errc::cache_empty); it has no per-row lengths to truncate.
 template <class T, std::size_t B, std::size_t H, std::size_t Dh, std::size_t S, class E = T>
 class CrossKVCache : public detail::kv_storage<E, B, H, Dh, S>, public sized_role<CrossKVCache<T, B, H, Dh, S, E>> {
     static_assert(B > 0 && S > 0, "ctformer: a cross KV cache needs a non-zero batch and source length");
     bool filled_ = false;
+    const void* adapters_ = nullptr;  // (the cross-attention adapters fill_cross_cache ran, by address)
     friend struct detail::cache_access;
 
   public:
@@ -96,13 +98,16 @@ class CrossKVCache : public detail::kv_storage<E, B, H, Dh, S>, public sized_rol
     static constexpr std::size_t batch = B, heads = H, head_dim = Dh, capacity = S, src_len = S;
 
     bool filled() const { return filled_; }
-    void reset() { filled_ = false; }
+    void reset() { filled_ = false, adapters_ = nullptr; }
 };
 
 namespace detail {
 struct cache_access {
     template <class C> static auto& lengths(C& c) { return c.len_; }
-    template <class C> static void set_filled(C& c, bool f) { c.filled_ = f; }
+    template <class C> static void set_filled(C& c, bool f, const void* adapters = nullptr) {
+        c.filled_ = f, c.adapters_ = adapters;
+    }
+    template <class C> static const void* adapters(const C& c) { return c.adapters_; }
 };
 }  // namespace detail
 

@@ -346,6 +346,11 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
         if constexpr (Cfg::has_lora && cross) return ad ? &ad->multihead_attn : nullptr;
         else return static_cast<const absent*>(nullptr);
     }
+    // Which adapters project the memory (a cross cache records it): the cross-attention's, or null (the base's).
+    static constexpr const void* memory_adapters([[maybe_unused]] const Adapters* ad) {
+        if constexpr (Cfg::has_lora && cross) return (Cfg::lora_targets & lora_cross) ? static_cast<const void*>(ad) : nullptr;
+        else return nullptr;
+    }
     template <class Drop> static constexpr auto ffn_lora(const Adapters* ad, const Drop& drop, std::size_t Tq) {
         if constexpr (Cfg::has_lora) return lora_pass<typename Adapters::ffn_t, Drop>{ad ? &ad->ffn : nullptr, drop, Tq};
         else return no_lora_pass{};
@@ -516,7 +521,18 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                     for (std::size_t h = 0; h < H; ++h)
                         cc.put(b, h, j0 + r, ws.staging() + r * 2 * D + h * Dh, ws.staging() + r * 2 * D + D + h * Dh);
             }
-        detail::cache_access::set_filled(cc, true);
+        detail::cache_access::set_filled(cc, true, memory_adapters(adapters_of(pa)));
+    }
+
+    // A step's cross cache: filled, and through the adapters the step runs (the base's: none).
+    template <params_or_adapted<Params, Adapters> PA, std::size_t B, std::size_t S>
+        requires cross
+    static status check_cross_cache(const PA& pa, const CrossKVCache<B, S>& cc) {
+        if (!cc.filled()) return status::error(errc::cache_empty);
+        if (detail::cache_access::adapters(cc) != memory_adapters(adapters_of(pa)))
+            return status::error(errc::cache_mismatch, detail::cache_access::adapters(cc) ? "filled with other adapters than the step's"
+                                                                                          : "filled from the base alone; the step runs adapters");
+        return {};
     }
 
     // Feeds the next Chunk positions of every batch row (x: (B, Chunk, D)) and writes their
@@ -547,7 +563,7 @@ template <class Cfg> struct Layer : detail::layer_checks<Cfg>, detail::row_regio
                           "ctformer: a step's cross cache must be the layer's CrossKVCache<batch, src_len>");
             static_assert(CM::template fits<T, B, H, Cap, S>,
                           "ctformer: cross-attention mask does not fit (batch, heads, capacity, src_len) or dtype");
-            if (!cc.filled()) return status::error(errc::cache_empty);
+            if (status st = check_cross_cache(p, cc); !st) return st;
             auto src = [&cc](const std::array<std::size_t, B>& pos0, const std::array<std::size_t, B>& n) {
                 return typename Attn::template cached_cross<CC, B>{cc, pos0, n};
             };

@@ -247,6 +247,10 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
         requires memory_arg<CC>
     static status step_ragged(const PA& p, SWS& ws, KVCache<B, Cap>& cache, const CC& cc, const X& x, Y& y,
                               const std::array<std::size_t, B>& count, const SM& sm = {}, const CM& cm = {}) {
+        if constexpr (cross)  // (every layer's before any runs: all or nothing)
+            for (std::size_t i = 0; i < N; ++i)
+                if (status st = L::check_cross_cache(layer_arg(p, i), cc.c_[i]); !st)
+                    return status::error(st.code, "layers.", decimal(i).view(), st.code == errc::cache_mismatch ? ".multihead_attn" : "");
         return step_chain(base_of(p), ws, cache, x, y, count, [&](std::size_t i, const auto& xi, auto& yi) {
             return L::step_ragged(layer_arg(p, i), layer_ws(ws), cache.c_[i], layer_cache(cc, i), xi, yi, count, sm, cm);
         });
@@ -300,11 +304,16 @@ template <class L, std::size_t N, bool FinalNorm = true> struct DecoderStack {
     // An error of layer i > 0 concerns its input, layer i-1's output: "layers.{i-1} output".
     static status at_layer(status st, std::size_t i) {
         if (i == 0 || st.code != errc::non_finite) return st;
+        return status::error(st.code, "layers.", decimal(i - 1).view(), " output");
+    }
+    struct decimal {  // k in decimal digits
         char digits[24];
         std::size_t n = sizeof digits;
-        for (std::size_t k = i - 1; n == sizeof digits || k > 0; k /= 10) digits[--n] = static_cast<char>('0' + k % 10);
-        return status::error(st.code, "layers.", std::string_view(digits + n, sizeof digits - n), " output");
-    }
+        explicit decimal(std::size_t k) {
+            for (; n == sizeof digits || k > 0; k /= 10) digits[--n] = static_cast<char>('0' + k % 10);
+        }
+        std::string_view view() const { return std::string_view(digits + n, sizeof digits - n); }
+    };
     // Layer 0 reads x and writes the rows y, layers 1.. run in place on y, then the final norm; y
     // is out itself, or (staged) the staging buffer, copied to out only once every layer succeeded.
     template <class X, class Out, class ActsPtr, class F>
