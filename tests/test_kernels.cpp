@@ -76,15 +76,17 @@ TEST_CASE_TEMPLATE("kernels: gemm_tn (a stored transposed, both read in place) v
         }
 }
 
-// A low-rank adapter's narrow products (kernels/lowrank.hpp): N a rank (1..9, past the 4-result
-// pass), K below, at and past the vector width and a panel (edge panels of the weight).
+// A low-rank adapter's narrow products (kernels/lowrank.hpp): N a rank (1..32: past the 4-result
+// pass, half a vector, whole vectors), K below, at and past the vector width and a panel (edge
+// panels of the weight), M past the broadcast tiles' rows.
 namespace {
 // gemm_nt_rows<N> and gemm_nt_weight_rows<N> against the scalar reference on M x K sizes past whole
 // vectors, panels and row groups; and rows give the same bits however they are grouped (each row
 // alone = all rows at once).
 template <class T, std::size_t N> void check_rank_products(unsigned seed) {
     constexpr std::size_t NR = ct::panels::gemm_tile<T>::NR;
-    const std::array<std::size_t, 2> sizes[] = {{1, 1}, {3, 7}, {5, 64}, {2, 2 * NR + 3}, {7, 300}, {4, 0}, {9, 33}};
+    // (30 rows: whole row tiles and a tail; K 2101: past the packed columns' budget at rank 8)
+    const std::array<std::size_t, 2> sizes[] = {{1, 1}, {3, 7}, {5, 64}, {2, 2 * NR + 3}, {7, 300}, {4, 0}, {9, 33}, {30, 65}, {3, 2101}};
     for (const auto& sz : sizes)
         for (bool accumulate : {false, true}) {
             const std::size_t M = sz[0], K = sz[1], lda = K + 3, ldb = K + 1, ldc = N + 2;
@@ -121,6 +123,7 @@ template <class T, std::size_t N> void check_rank_products(unsigned seed) {
 TEST_CASE_TEMPLATE("kernels: gemm_nt_rows and gemm_nt_weight_rows (a rank's columns) vs scalar reference", T, float, double) {
     // ranks that share a vector's width (1, 4, 8, 16, 32) and ranks that do not (3, 5, 9, 12)
     check_rank_products<T, 1>(70);
+    check_rank_products<T, 2>(120);
     check_rank_products<T, 3>(170);
     check_rank_products<T, 4>(270);
     check_rank_products<T, 5>(370);

@@ -1,11 +1,16 @@
 // ctformer/kernels/lowrank.hpp — the products of a low-rank adapter (modules/lora.hpp) whose result
 // has few columns, its rank: x·Aᵀ and dy·B. The GEMM's register tile computes its whole width (32
-// columns on AVX-512) for the rank's 8; here each result is a dot product along the long dimension,
-// vectors along it, a vector's width of results a pass where the rank shares it (rank_block), else
-// four (the row of a read once for the four).
+// columns on AVX-512) for the rank's 8. Here, where the rank fills whole vectors or half of one
+// (broadcast_tile), a row's results are vectors: one value of a (or a pair of floats, loaded as
+// one double) broadcast against the columns' values packed k-major, a tile of rows at a time.
+// Elsewhere each result is a dot product along the long dimension, vectors along it, a vector's
+// width of results a pass where the rank shares it (rank_block), else four (the row of a read
+// once for the four).
 #pragma once
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "../core/panels.hpp"
 #include "../simd/simd.hpp"
@@ -82,11 +87,13 @@ template <class T, std::size_t N> struct rank_block {
 
 // Where the K values of result column j lie: one row of b at ldb, or — a weight in panel layout
 // (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous) — NR values
-// in each panel. segments(K, j0, f) calls f(k, len, b_j0 at k, distance between columns).
+// in each panel. segments(K, j0, f) calls f(k, len, b_j0 at k, distance between columns);
+// at(k, j) is the value itself.
 template <class T> struct row_columns {
     const T* b;
     std::size_t ldb;
     template <class F> void segments(std::size_t K, std::size_t j0, F&& f) const { f(std::size_t(0), K, b + j0 * ldb, ldb); }
+    T at(std::size_t k, std::size_t j) const { return b[j * ldb + k]; }
 };
 template <class T> struct panel_columns {
     const T* w;
@@ -95,6 +102,91 @@ template <class T> struct panel_columns {
         constexpr std::size_t NR = panels::gemm_tile<T>::NR;
         for (std::size_t k = 0; k < K; k += NR) f(k, K - k < NR ? K - k : NR, w + ((k / NR) * N + j0) * NR, NR);
     }
+    T at(std::size_t k, std::size_t j) const {
+        constexpr std::size_t NR = panels::gemm_tile<T>::NR;
+        return w[((k / NR) * N + j) * NR + k % NR];
+    }
+};
+
+// N results a row as NV vectors: G = W/N inputs of a row broadcast (G 1, or 2: a pair of floats
+// loaded as one double) against the N columns' values packed G inputs a column, k-major (lane
+// j·G + g: column j, input k + g), MR rows a tile; a G = 2 result is its two lanes' sum at the end.
+// Each lane's sum is one chain along k (K odd: the last input alone, its partner lanes zero), so a
+// row gets the same bits in any tile. For ranks filling whole vectors or half of one whose packed
+// columns fit packed_bytes (K ≤ 2048 at rank 8); not on compact kernels.
+template <class T, std::size_t N> struct broadcast_tile {
+    static constexpr std::size_t W = simd::width<T>, G = N % W == 0 ? 1 : 2, NV = N * G / W;
+    static constexpr std::size_t packed_bytes = 64 * 1024;
+    static constexpr bool pairs = simd::vectorized<double> && std::is_same_v<T, float> && sizeof(double) == 2 * sizeof(T);
+    static constexpr bool fits_rank = simd::vectorized<T> && !panels::gemm_tile<T>::compact && NV <= 4 &&
+                                      (N % W == 0 || (2 * N == W && pairs));
+    static constexpr std::size_t registers = W * sizeof(T) >= 64 ? 32 : 16;
+    static constexpr std::size_t MR = (registers - NV - 2) / NV > 12 ? 12 : (registers - NV - 2) / NV;
+    static constexpr bool fits(std::size_t K) { return fits_rank && (K + G - 1) / G * NV * W * sizeof(T) <= packed_bytes; }
+    using V = simd::vec<T>;
+
+    // b's values, k-major, G inputs a column (zero past K)
+    template <class Cols> static void pack(std::size_t K, const Cols& cols, T* packed) {
+        for (std::size_t k0 = 0; k0 < K; k0 += G)
+            for (std::size_t j = 0; j < N; ++j)
+                for (std::size_t g = 0; g < G; ++g) packed[k0 * N + j * G + g] = k0 + g < K ? cols.at(k0 + g, j) : T(0);
+    }
+    static V broadcast(const T* x) {
+        if constexpr (G == 1) {
+            return simd::splat<T>(*x);
+        } else {
+#if CTFORMER_XSIMD
+            double d;
+            std::memcpy(&d, x, sizeof d);
+            return xsimd::bitwise_cast<V>(simd::vec<double>(d));
+#else
+            return simd::splat<T>(*x);  // (unreachable: pairs needs vectors)
+#endif
+        }
+    }
+    // c's R rows (+)= a's R rows · the packed columns
+    template <std::size_t R>
+    static void tile(std::size_t K, const T* a, std::size_t lda, const T* packed, T* c, std::size_t ldc, bool accumulate) {
+        V acc[R][NV];
+        for (std::size_t r = 0; r < R; ++r)
+            for (std::size_t v = 0; v < NV; ++v) acc[r][v] = simd::splat<T>(T(0));
+        const std::size_t whole = K / G;
+        const T* bp = packed;
+        for (std::size_t q = 0; q < whole; ++q, bp += NV * W) {
+            V b[NV];
+            for (std::size_t v = 0; v < NV; ++v) b[v] = simd::load(bp + v * W);
+            for (std::size_t r = 0; r < R; ++r) {
+                const V x = broadcast(a + r * lda + q * G);
+                for (std::size_t v = 0; v < NV; ++v) acc[r][v] = simd::vfma(x, b[v], acc[r][v]);
+            }
+        }
+        if (G == 2 && K % 2)  // the last input alone: its partner lanes hold zeros
+            for (std::size_t r = 0; r < R; ++r)
+                for (std::size_t v = 0; v < NV; ++v) acc[r][v] = simd::vfma(simd::splat<T>(a[r * lda + K - 1]), simd::load(bp + v * W), acc[r][v]);
+        alignas(64) T lanes[NV * W];
+        for (std::size_t r = 0; r < R; ++r) {
+            for (std::size_t v = 0; v < NV; ++v) simd::store(lanes + v * W, acc[r][v]);
+            for (std::size_t j = 0; j < N; ++j) {
+                const T sum = G == 1 ? lanes[j] : lanes[2 * j] + lanes[2 * j + 1];
+                c[r * ldc + j] = accumulate ? c[r * ldc + j] + sum : sum;
+            }
+        }
+    }
+    template <std::size_t... Rs>
+    static void rows(std::size_t n, std::index_sequence<Rs...>, std::size_t K, const T* a, std::size_t lda, const T* packed, T* c,
+                     std::size_t ldc, bool accumulate) {
+        ((n == Rs + 1 ? (tile<Rs + 1>(K, a, lda, packed, c, ldc, accumulate), 0) : 0), ...);
+    }
+    template <class Cols>
+    static void run(std::size_t M, std::size_t K, const T* a, std::size_t lda, const Cols& cols, T* c, std::size_t ldc, bool accumulate) {
+        alignas(64) T packed[packed_bytes / sizeof(T)];
+        pack(K, cols, packed);
+        for (std::size_t m = 0; m < M; m += MR) {
+            const std::size_t n = M - m < MR ? M - m : MR;
+            if (n == MR) tile<MR>(K, a + m * lda, lda, packed, c + m * ldc, ldc, accumulate);
+            else rows(n, std::make_index_sequence<MR - 1>{}, K, a + m * lda, lda, packed, c + m * ldc, ldc, accumulate);
+        }
+    }
 };
 
 // c: (M, N) (+)= a: (M, K) · (the N columns of cols): rank blocks where the rank shares a vector's
@@ -102,6 +194,8 @@ template <class T> struct panel_columns {
 template <std::size_t N, class T, class Cols>
 inline void rank_products(std::size_t M, std::size_t K, const T* a, std::size_t lda, const Cols& cols, T* c, std::size_t ldc,
                           bool accumulate) {
+    if constexpr (broadcast_tile<T, N>::fits_rank)
+        if (broadcast_tile<T, N>::fits(K)) return broadcast_tile<T, N>::run(M, K, a, lda, cols, c, ldc, accumulate);
     if (!accumulate)
         for (std::size_t m = 0; m < M; ++m)
             for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
