@@ -12,7 +12,8 @@
 // embedding table, of which a token reads one row), weightGB/s and %probeBW, that rate as a share
 // of this binary's read-bandwidth probe over as many bytes. llama335M_* (d_model 1024, 24 layers,
 // 16 heads, ffn 2816: 335M parameters, 350 MB as int8 groups) exceeds the last-level caches seen
-// (300 MB on the AVX-512 Xeon): the GEMVs' rate from memory (seeded weights only).
+// (300 MB on the AVX-512 Xeon) as int8 groups: the GEMVs' rate from memory (seeded weights only);
+// llama630M_q4_0_a8 (48 such layers: 380 MB as int4) likewise for int4, whose llama335M fits.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -54,6 +55,8 @@ using StoriesQ4KMOneA8 = Stories<6, ct::weights<ct::int8_group_min<16>, ct::int8
 using Llama335MQ8A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int8_group<32>, ct::int8_activations>>;
 using Llama335MQ4A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
+                                ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+using Llama630MQ4A8 = ct::Llama<32000, Ctx, 48, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
         [](benchmark::State& st) { BM_generate<StoriesQ4KMOneA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
+    add("decode/llama630M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama630MQ4A8>(st, nullptr); });
     add("sample/vocab32000/greedy", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0}); });
     add("sample/vocab32000/temperature", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0.8f}); });
     add("sample/vocab32000/top_k_top_p_penalty", [](benchmark::State& st) {

@@ -207,6 +207,9 @@ template <class I = simd::ivec> inline simd::vec<float> to_float(const I& x) {
 #endif
 }
 
+// How far ahead of its reads an int4 GEMV requests its weights.
+inline constexpr std::size_t gemv_ahead_bytes = 2048;
+
 // c: (R, Q·NR) at ldc (+)= a: R quantized rows (K inputs) · Q panels + bias, then act.
 template <class Fmt, std::size_t R, std::size_t Q, class Act>
 inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c,
@@ -217,6 +220,11 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
     constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR, P = Fmt::per_word, G = Fmt::group;
     const std::size_t B = q8_block<Fmt>(b.K), pw = b.K / P * NR, ps = (G ? b.K / G : 1) * NR;
     const std::uint32_t* words = b.w.words + b.k0 / P * NR;
+    // int4 GEMVs outrun the hardware prefetchers: each block requests its panels' lines a few blocks
+    // ahead (scripts/performance_log.md, 37th session)
+    constexpr bool streams_ahead = P == 8 && R <= 2 && !tile::compact;
+    [[maybe_unused]] const std::size_t block_bytes = B / P * NR * sizeof(std::uint32_t);
+    [[maybe_unused]] const std::size_t ahead = (gemv_ahead_bytes + block_bytes - 1) / block_bytes * block_bytes;
     vt acc[R][Q][NV];
 #pragma GCC unroll 4
     for (std::size_t r = 0; r < R; ++r)
@@ -225,6 +233,12 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 #pragma GCC unroll 4
             for (std::size_t v = 0; v < NV; ++v) acc[r][q][v] = vt(0.f);
     for (std::size_t blk = 0; blk < K / B; ++blk) {
+        if constexpr (streams_ahead)
+            for (std::size_t q = 0; q < Q; ++q) {
+                // (an address, not a pointer into the array: it may lie past the weights' end)
+                const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(words + q * pw + blk * (B / P) * NR) + ahead;
+                for (std::size_t l = 0; l < block_bytes; l += line_bytes) prefetch_l1(reinterpret_cast<const char*>(next + l));
+            }
         iv isum[R][Q][NV];
 #pragma GCC unroll 4
         for (std::size_t r = 0; r < R; ++r)
