@@ -125,11 +125,36 @@ template <class T, std::size_t N> struct broadcast_tile {
     static constexpr bool fits(std::size_t K) { return fits_rank && (K + G - 1) / G * NV * W * sizeof(T) <= packed_bytes; }
     using V = simd::vec<T>;
 
-    // b's values, k-major, G inputs a column (zero past K)
+    // b's values, k-major, G inputs a column (zero past K): whole blocks of W inputs by one transpose
+    // in registers (G = 2: of N float pairs as doubles), the rest one value at a time
     template <class Cols> static void pack(std::size_t K, const Cols& cols, T* packed) {
-        for (std::size_t k0 = 0; k0 < K; k0 += G)
-            for (std::size_t j = 0; j < N; ++j)
-                for (std::size_t g = 0; g < G; ++g) packed[k0 * N + j * G + g] = k0 + g < K ? cols.at(k0 + g, j) : T(0);
+        constexpr std::size_t J = W / G;  // columns a block covers
+        for (std::size_t j0 = 0; j0 < N; j0 += J)
+            cols.segments(K, j0, [&](std::size_t k, std::size_t len, const T* p, std::size_t ldb) {  // (k: a multiple of G)
+                std::size_t t = 0;
+                for (; t + W <= len; t += W) block(p + t, ldb, packed + (k + t) * N + j0 * G);
+                for (; t < len; ++t)
+                    for (std::size_t jj = 0; jj < J; ++jj) packed[(k + t) / G * N * G + (j0 + jj) * G + (k + t) % G] = p[jj * ldb + t];
+            });
+        if (G == 2 && K % 2)
+            for (std::size_t j = 0; j < N; ++j) packed[K / 2 * N * 2 + 2 * j + 1] = T(0);
+    }
+    // J columns' W inputs from src (column stride ldb) into W / G packed rows at dst
+    static void block(const T* src, std::size_t ldb, T* dst) {
+        if constexpr (G == 1) {
+            V v[W];
+            for (std::size_t j = 0; j < W; ++j) v[j] = simd::load(src + j * ldb);
+            simd::transpose_square<T>(v);
+            for (std::size_t i = 0; i < W; ++i) simd::store(dst + i * N, v[i]);
+        } else {
+#if CTFORMER_XSIMD
+            using D = simd::vec<double>;
+            D v[W / 2];
+            for (std::size_t j = 0; j < W / 2; ++j) v[j] = xsimd::bitwise_cast<D>(simd::load(src + j * ldb));
+            simd::transpose_square<double>(v);
+            for (std::size_t i = 0; i < W / 2; ++i) simd::store(dst + i * W, xsimd::bitwise_cast<V>(v[i]));
+#endif
+        }
     }
     static V broadcast(const T* x) {
         if constexpr (G == 1) {
@@ -195,7 +220,8 @@ template <std::size_t N, class T, class Cols>
 inline void rank_products(std::size_t M, std::size_t K, const T* a, std::size_t lda, const Cols& cols, T* c, std::size_t ldc,
                           bool accumulate) {
     if constexpr (broadcast_tile<T, N>::fits_rank)
-        if (broadcast_tile<T, N>::fits(K)) return broadcast_tile<T, N>::run(M, K, a, lda, cols, c, ldc, accumulate);
+        if (broadcast_tile<T, N>::fits(K))
+            return broadcast_tile<T, N>::run(M, K, a, lda, cols, c, ldc, accumulate);
     if (!accumulate)
         for (std::size_t m = 0; m < M; ++m)
             for (std::size_t n = 0; n < N; ++n) c[m * ldc + n] = T(0);
