@@ -221,7 +221,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
     const std::size_t B = q8_block<Fmt>(b.K), pw = b.K / P * NR, ps = (G ? b.K / G : 1) * NR;
     const std::uint32_t* words = b.w.words + b.k0 / P * NR;
     // int4 GEMVs outrun the hardware prefetchers: each block requests its panels' lines a few blocks
-    // ahead (scripts/performance_log.md, 37th session)
+    // ahead (measured: scripts/performance_log.md)
     constexpr bool streams_ahead = P == 8 && R <= 2 && !tile::compact;
     [[maybe_unused]] const std::size_t block_bytes = B / P * NR * sizeof(std::uint32_t);
     [[maybe_unused]] const std::size_t ahead = (gemv_ahead_bytes + block_bytes - 1) / block_bytes * block_bytes;
