@@ -87,13 +87,11 @@ template <class T, std::size_t N> struct rank_block {
 
 // Where the K values of result column j lie: one row of b at ldb, or — a weight in panel layout
 // (PackedWeight<T, K, N>::panels(): input n of outputs p·NR .. p·NR + NR contiguous) — NR values
-// in each panel. segments(K, j0, f) calls f(k, len, b_j0 at k, distance between columns);
-// at(k, j) is the value itself.
+// in each panel. segments(K, j0, f) calls f(k, len, b_j0 at k, distance between columns).
 template <class T> struct row_columns {
     const T* b;
     std::size_t ldb;
     template <class F> void segments(std::size_t K, std::size_t j0, F&& f) const { f(std::size_t(0), K, b + j0 * ldb, ldb); }
-    T at(std::size_t k, std::size_t j) const { return b[j * ldb + k]; }
 };
 template <class T> struct panel_columns {
     const T* w;
@@ -101,10 +99,6 @@ template <class T> struct panel_columns {
     template <class F> void segments(std::size_t K, std::size_t j0, F&& f) const {
         constexpr std::size_t NR = panels::gemm_tile<T>::NR;
         for (std::size_t k = 0; k < K; k += NR) f(k, K - k < NR ? K - k : NR, w + ((k / NR) * N + j0) * NR, NR);
-    }
-    T at(std::size_t k, std::size_t j) const {
-        constexpr std::size_t NR = panels::gemm_tile<T>::NR;
-        return w[((k / NR) * N + j) * NR + k % NR];
     }
 };
 
@@ -117,7 +111,7 @@ template <class T> struct panel_columns {
 template <class T, std::size_t N> struct broadcast_tile {
     static constexpr std::size_t W = simd::width<T>, G = N % W == 0 ? 1 : 2, NV = N * G / W;
     static constexpr std::size_t packed_bytes = 64 * 1024;
-    static constexpr bool pairs = simd::vectorized<double> && std::is_same_v<T, float> && sizeof(double) == 2 * sizeof(T);
+    static constexpr bool pairs = simd::vectorized<double> && std::is_same_v<T, float>;
     static constexpr bool fits_rank = simd::vectorized<T> && !panels::gemm_tile<T>::compact && NV <= 4 &&
                                       (N % W == 0 || (2 * N == W && pairs));
     static constexpr std::size_t registers = W * sizeof(T) >= 64 ? 32 : 16;
