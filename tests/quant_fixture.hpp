@@ -58,7 +58,7 @@ template <class W> void random_minimums(W& w, unsigned seed) {
                 x = x * 1664525u + 1013904223u;
                 const float u = static_cast<float>((x >> 8) % 2001) / 1000.f - 1.f;
                 // (levels 0..15: a minimum of up to 15 steps, the values' range as a real group's)
-                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * (ct::unsigned_levels<typename W::format> ? 15.f : 40.f);
+                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * (ct::unsigned_levels<typename W::format> ? (ct::has_high_plane<typename W::format> ? 63.f : 15.f) : 40.f);
             }
     }
 }
@@ -66,6 +66,7 @@ template <class W> void random_minimums(W& w, unsigned seed) {
 template <class Fmt> const char* fmt_name() {
     if constexpr (std::is_same_v<Fmt, ct::bf16>) return "bf16";
     else if constexpr (std::is_same_v<Fmt, ct::int8_per_channel>) return "int8";
+    else if constexpr (ct::has_high_plane<Fmt>) return ct::unsigned_levels<Fmt> ? "int6_group_min" : "int6";
     else if constexpr (ct::unsigned_levels<Fmt>) return "int4_group_min";
     else if constexpr (ct::has_min<Fmt>) return "int8_group_min";
     else if constexpr (Fmt::per_word == 4) return "int8_group";

@@ -22,8 +22,11 @@ using namespace quant_test;
 // ---- Storage: quantize, dequantize, edge cases ----
 
 TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>, ct::int4_group_min<32>) {
+                   ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>, ct::int4_group_min<32>,
+                   ct::int6_group<16>, ct::int6_group_min<32>) {
+    // (int4, int6: the largest magnitude to -2^(bits-1) steps, Q4_0's rule; levels: from the minimum)
     constexpr bool int4 = Fmt::per_word == 8 && !ct::unsigned_levels<Fmt>, levels = ct::unsigned_levels<Fmt>;
+    constexpr double half = double(1u << (ct::level_bits<Fmt> - 1)), top = double((1u << ct::level_bits<Fmt>) - 1);
     constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
@@ -56,12 +59,12 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         for (std::size_t k = k0; k < k1; ++k)
             if (k != 40) CHECK(w.get(9 * In + k) == (levels ? lo : 0.f));
     }
-    // levels from the minimum use all 16 (llama.cpp's Q4_1 rule): s = (max - min) / 15, m = -min
+    // levels from the minimum use all 16 (64) (llama.cpp's Q4_1 rule): s = (max - min) / 15 (63), m = -min
     if constexpr (levels) {
         const std::size_t o = 2;
         double lo = v[o * In], hi = lo;
         for (std::size_t k = 0; k < Fmt::group; ++k) lo = std::min(lo, double(v[o * In + k])), hi = std::max(hi, double(v[o * In + k]));
-        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx((hi - lo) / 15).epsilon(1e-6));
+        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx((hi - lo) / top).epsilon(1e-6));
         CHECK(double(w.mins[W::scale_index(o, 0)]) == doctest::Approx(-lo).epsilon(1e-6));
     }
     // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule); int8
@@ -76,8 +79,18 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         const std::size_t o = 2;
         double m = 0;
         for (std::size_t k = 0; k < Fmt::group; ++k) m = std::fabs(v[o * In + k]) > std::fabs(m) ? v[o * In + k] : m;
-        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / -8).epsilon(1e-6));
+        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / -half).epsilon(1e-6));
     }
+    // every field reads back as written: set_field and field over the high plane too
+    for (std::size_t o = 0; o < Out; o += 7)
+        for (std::size_t k = 0; k < In; ++k) {
+            const std::uint32_t f = w.field(o, k);
+            if constexpr (!std::is_same_v<Fmt, ct::bf16>) CHECK(f < (1u << ct::level_bits<Fmt>));
+            static W x;
+            std::memset(&x, 0, sizeof x);
+            x.set_field(o, k, static_cast<std::int32_t>(f));
+            CHECK(x.field(o, k) == f);
+        }
 }
 
 TEST_CASE("quant: bf16 rounds to nearest even") {
@@ -125,7 +138,8 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
 // (one int4 group size across this file's kernels and models: every kernel instantiation is
 // compiled once per format and activation, and this suite is built for every ISA in CI)
 TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
-                   ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>, ct::int4_group_min<16>) {
+                   ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>, ct::int4_group_min<16>,
+                   ct::int6_group<16>, ct::int6_group_min<32>) {
     kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }
@@ -134,7 +148,7 @@ TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized p
 // reference over get(): every row count the GEMM dispatches differently, two K blocks, edge panels.
 TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its scalar reference", Fmt, ct::bf16,
                    ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>,
-                   ct::int4_group_min<16>) {
+                   ct::int4_group_min<16>, ct::int6_group<16>, ct::int6_group_min<16>) {
     constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = 320;
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
@@ -210,9 +224,10 @@ TEST_CASE("quant: NaN or inf in the float source is an error at load and nothing
 template <class P> bool same_storage(const P& a, const P& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 TEST_CASE_TEMPLATE("quant: saved as stored (packed values and scales), loaded back exactly; errors in a stored file", Fmt,
-                   ct::bf16, ct::int8_per_channel, ct::int4_group<16>) {
+                   ct::bf16, ct::int8_per_channel, ct::int4_group<16>, ct::int6_group<16>, ct::int6_group_min<16>) {
     using LQ = CrossQ<Fmt>;
     static typename LQ::Params q, r;
+    constexpr bool int4 = Fmt::per_word == 8 && !ct::has_high_plane<Fmt>;  // (int6: a byte a weight)
     test::File file("post_relu_nomask");
     file.load(q, "params.");
     std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
@@ -222,9 +237,9 @@ TEST_CASE_TEMPLATE("quant: saved as stored (packed values and scales), loaded ba
     const ct::safetensors::entry* w = f.find("linear1.weight");
     REQUIRE(w);
     using D = ct::safetensors::dtype;
-    CHECK(w->type == (std::is_same_v<Fmt, ct::bf16> ? D::BF16 : Fmt::group ? D::U8 : D::I8));
+    CHECK(w->type == (std::is_same_v<Fmt, ct::bf16> ? D::BF16 : int4 ? D::U8 : D::I8));
     CHECK(w->shape[0] == 32u);  // linear1: (ffn 32, d_model 16); int4: two inputs a byte
-    CHECK(w->shape[1] == (Fmt::group ? 8u : 16u));
+    CHECK(w->shape[1] == (int4 ? 8u : 16u));
     CHECK((f.find("linear1.weight_scale") != nullptr) == Fmt::scaled);
     REQUIRE(ct::load_state_dict(r, f).ok());
     CHECK(same_storage(q, r));
@@ -335,16 +350,21 @@ TEST_CASE("quant: stored int8 scales whose product overflows float, or above max
     CHECK(std::memcmp(&q, &r, sizeof q) == 0);
 }
 
-TEST_CASE("quant: a stored int8 value of -128 (outside [-127, 127]) is value_out_of_range, nothing written") {
-    using LQ = CrossQ<ct::int8_per_channel>;
-    static LQ::Params q, r;
+TEST_CASE_TEMPLATE("quant: a stored integer outside its format's range (int8: -128; int6: past six bits) is value_out_of_range, nothing written",
+                   Fmt, ct::int8_per_channel, ct::int6_group<16>, ct::int6_group_min<16>) {
+    using LQ = CrossQ<Fmt>;
+    static typename LQ::Params q, r;
     std::vector<std::byte> buf = stored_file<LQ>(q);
     std::memcpy(&r, &q, sizeof q);
-    tensor_bytes(buf, "linear1.weight")[3] = std::byte{0x80};
-    const ct::status st = ct::load_state_dict(r, std::span<const std::byte>(buf));
-    CHECK(st.code == ct::errc::value_out_of_range);
-    CHECK(st.tensor_name() == "linear1.weight");
-    CHECK(std::memcmp(&q, &r, sizeof q) == 0);
+    const bool six = ct::has_high_plane<Fmt>, levels = ct::unsigned_levels<Fmt>;
+    for (const std::uint8_t bad : {six ? (levels ? 0xffu : 0xdfu) : 0x80u, six ? (levels ? 64u : 32u) : 0x80u}) {  // -1 / -33, 64 / 32
+        std::vector<std::byte> b = buf;
+        tensor_bytes(b, "linear1.weight")[3] = std::byte{bad};
+        const ct::status st = ct::load_state_dict(r, std::span<const std::byte>(b));
+        CHECK(st.code == ct::errc::value_out_of_range);
+        CHECK(st.tensor_name() == "linear1.weight");
+        CHECK(std::memcmp(&q, &r, sizeof q) == 0);
+    }
 }
 
 TEST_CASE("quant: a stray <name>_scale beside a float or bf16 weight is unexpected_tensor") {

@@ -28,6 +28,8 @@ using I4 = ct::int8_dot<ct::int4_group<16>>;
 using I8G = ct::int8_dot<ct::int8_group<16>>;  // (GGUF's Q6_K as stored; Q8_0 is int8_group<32>)
 using I8GM = ct::int8_dot<ct::int8_group_min<16>>;  // (any GGUF block format as stored)
 using I4GM = ct::int8_dot<ct::int4_group_min<16>>;  // (GGUF's Q4_K, Q4_1 as stored)
+using I6 = ct::int8_dot<ct::int6_group<16>>;          // (GGUF's Q6_K as stored)
+using I6GM = ct::int8_dot<ct::int6_group_min<32>>;    // (GGUF's Q5_K as stored)
 
 std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
     const std::int32_t b = (w >> (8 * j)) & 0xff;
@@ -253,7 +255,8 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
     }
 }
 
-TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I8GM, I4, I4GM) {
+TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I8GM, I4, I4GM, I6,
+                   I6GM) {
     constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
     int8_kernel_case<Fmt, 3 * NR + 5, 1056>();  // K in two chunks (five in compact builds), an edge panel
     int8_kernel_case<Fmt, 8, 64>();             // one partial panel
@@ -268,7 +271,7 @@ TEST_CASE("quant int8: int8 groups of 32 (GGUF's Q8_0) and wider than a block (6
 }
 
 TEST_CASE_TEMPLATE("quant int8: NaN or inf in a row's activations makes that row's outputs NaN, the other rows exact", Fmt, I8,
-                   I4) {
+                   I4, I6) {
     constexpr std::size_t N = 24, K = 64;
     static ct::QuantizedWeight<Fmt, N, K> w;
     const std::vector<float> v = random_values(N * K, 41);

@@ -11,6 +11,10 @@
 //                      them (Q4_K_M) loads into one format; from floats, quantized as int8_group (m = 0)
 //   int4_group<G>      q in [-8, 7] per group of G inputs, w = s[out, g] · q, s = m / -8 with m the
 //                      group's value of largest magnitude (llama.cpp's Q4_0 rule); half a byte (+ 4 per G)
+//   int6_group<G>      q in [-32, 31], the same rule at six bits (s = m / -32): GGUF's Q6_K as stored
+//                      (d·sc, q − 32); three quarters of a byte (+ 4 per G)
+//   int6_group_min<G>  levels 0..63 with a scale and a minimum per group (s = (max − min) / 63): GGUF's
+//                      Q5_K as stored, and a Q4_K_M file's projections that mix Q4_K and Q6_K by layer
 //
 // A QuantizedWeight keeps the panel layout of PackedWeight (core/panels.hpp: column panels of NR
 // outputs, read front to back) but packs P = 32 / bits consecutive inputs of one output into a
@@ -22,6 +26,14 @@
 // so a vector of NR/NV words holds one word row of a panel and a kernel widens it in registers
 // with shifts alone, the same on every ISA (kernels/gemm_quant.hpp). Segments (Wq | Wk | Wv) each
 // start on a whole panel, as in PackedWeight. Padding columns hold zero words and zero scales.
+//
+// Six-bit formats keep each field's low four bits as int4's words and its top two in a second plane
+// after all the words (the high plane), one word per 16 inputs of an output, in the same panel order:
+//
+//   top bits of input k of output n:  high word ((n / NR) · In/16 + k / 16) · NR + n % NR,
+//   bits 8·j + 4·t + 2·e (k % 16 = 8t + 2j + e)
+//
+// so that byte j of a high word, shifted, lands on the bytes int4's evens and odds widen to.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -70,11 +82,22 @@ template <std::size_t G> struct int4_group_min : int4_group<G> {
     static constexpr const char* name = "int4_group_min";
     static constexpr bool has_min = true, unsigned_levels = true;
 };
+// Six bits: int4's words (the low four bits) and a plane of the top two (layout above).
+template <std::size_t G> struct int6_group {
+    static_assert(G >= 16 && 256 % G == 0, "ctformer: int6 groups are 16, 32, 64, 128 or 256 inputs");
+    static constexpr const char* name = "int6_group";
+    static constexpr std::size_t per_word = 8, group = G, high_bits = 2;
+    static constexpr bool scaled = true, integer_dot = false;
+};
+template <std::size_t G> struct int6_group_min : int6_group<G> {
+    static constexpr const char* name = "int6_group_min";
+    static constexpr bool has_min = true, unsigned_levels = true;
+};
 // F's weights times activations quantized to int8 per block (kernels/gemv_int8.hpp): integer dot
 // products in the inner loop, the activations' rounding added to the weights'. Same storage,
 // files and name as F; spelled ct::weights<F, ct::int8_activations>.
 template <class F> struct int8_dot : F {
-    static_assert(F::scaled, "ctformer: int8 activations pair with int8_per_channel, int8_group<G>, int8_group_min<G> or int4_group<G> weights");
+    static_assert(F::scaled, "ctformer: int8 activations pair with the int8, int6 and int4 weight formats");
     static constexpr bool integer_dot = true;
     using weight_format = F;
 };
@@ -117,6 +140,10 @@ inline constexpr bool is_quantized_format<per_tensor<D, O...>> = is_quantized_fo
 template <class F> inline constexpr bool has_min = requires { F::has_min; };
 // Whether F's integers are unsigned levels (int4_group_min: 0..15) rather than two's complement.
 template <class F> inline constexpr bool unsigned_levels = requires { F::unsigned_levels; };
+// Whether F keeps its fields' top bits in a high plane (int6_group, int6_group_min).
+template <class F> inline constexpr bool has_high_plane = requires { F::high_bits; };
+// The bits of F's integers (int8 4, int6 6, int4 8 a word).
+template <class F> inline constexpr std::size_t level_bits = 32 / F::per_word + (has_high_plane<F> ? 2 : 0);
 
 namespace quant {
 // float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
@@ -140,13 +167,25 @@ template <class Fmt> inline float decode(std::uint32_t w, std::size_t slot) {
         return static_cast<float>(static_cast<std::int32_t>(w << (32 - bits * (slot + 1))) >> (32 - bits));
     }
 }
+// A six-bit field from its low nibble and its two top bits, sign-extended (unsigned levels: as is).
+template <class Fmt> inline float decode6(std::uint32_t low4, std::uint32_t top2) {
+    const std::uint32_t u = (low4 & 15u) | (top2 & 3u) << 4;
+    if constexpr (unsigned_levels<Fmt>) return static_cast<float>(u);
+    else return static_cast<float>(static_cast<std::int32_t>(u << 26) >> 26);
+}
+// The bit of a high word where input k's top two bits start (layout above).
+constexpr std::size_t high_shift(std::size_t k) {
+    const std::size_t r = k % 16;
+    return 8 * (r % 8 / 2) + 4 * (r / 8) + 2 * (r % 2);
+}
 }  // namespace quant
 
 // A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
 template <class Fmt> struct quant_panels {
     const std::uint32_t* words;
     const float* scales;
-    const float* mins = nullptr;  // (has_min<Fmt>: laid out as the scales)
+    const float* mins = nullptr;          // (has_min<Fmt>: laid out as the scales)
+    const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
 };
 
 // PyTorch Linear weight W: (Out, In) in format Fmt, layout above. Presents PyTorch's shape and
@@ -164,20 +203,27 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;  // scale rows per panel
     static constexpr std::size_t segment_words = panels::panel_count<float>(Seg) * (In / P) * NR;
     static constexpr std::size_t segment_scales = Fmt::scaled ? panels::panel_count<float>(Seg) * groups * NR : 0;
+    static constexpr std::size_t segment_high = has_high_plane<Fmt> ? panels::panel_count<float>(Seg) * (In / 16) * NR : 0;
     static constexpr bool segments_contiguous = Seg % NR == 0;
-    alignas(64) std::uint32_t storage[segments * segment_words];
+    static_assert(!has_high_plane<Fmt> || In % 16 == 0, "ctformer: int6 weights need a multiple of 16 input features");
+    alignas(64) std::uint32_t storage[segments * (segment_words + segment_high)];  // (the high plane after the words)
     alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];
     // a group's minimum, where the format has one (elsewhere one float, unaligned: no padding in the params)
     alignas(has_min<Fmt> ? 64 : alignof(float)) float mins[has_min<Fmt> ? segments * segment_scales : 1];
 
     quant_panels<Fmt> panels(std::size_t s = 0) const {
-        return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr};
+        return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr,
+                has_high_plane<Fmt> ? storage + segments * segment_words + s * segment_high : nullptr};
     }
 
     // Where input k of output o lives.
     static constexpr std::size_t word_index(std::size_t o, std::size_t k) {
         const std::size_t n = o % Seg;
         return o / Seg * segment_words + ((n / NR) * (In / P) + k / P) * NR + n % NR;
+    }
+    static constexpr std::size_t high_index(std::size_t o, std::size_t k) {  // (has_high_plane<Fmt>)
+        const std::size_t n = o % Seg;
+        return segments * segment_words + o / Seg * segment_high + ((n / NR) * (In / 16) + k / 16) * NR + n % NR;
     }
     static constexpr std::size_t scale_index(std::size_t o, std::size_t k) {
         const std::size_t n = o % Seg;
@@ -187,7 +233,10 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (− m) (bf16: exact).
     float get(std::size_t i) const {
         const std::size_t o = i / In, k = i % In;
-        const float q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
+        float q;
+        if constexpr (has_high_plane<Fmt>)
+            q = quant::decode6<Fmt>(storage[word_index(o, k)] >> (k % P * 4), storage[high_index(o, k)] >> quant::high_shift(k));
+        else q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
         if constexpr (has_min<Fmt>) return scales[scale_index(o, k)] * q - mins[scale_index(o, k)];
         else if constexpr (Fmt::scaled) return scales[scale_index(o, k)] * q;
         else return q;
@@ -200,7 +249,9 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
         for (std::size_t i = 0; i < sizeof mins / sizeof mins[0]; ++i) mins[i] = 0;
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
-        constexpr bool int4 = P == 8;
+        constexpr std::size_t bits = level_bits<Fmt>;
+        constexpr bool int8 = bits == 8;  // (int8: max|w| / 127; int4, int6: the largest magnitude to -2^(bits-1))
+        constexpr double half = double(1u << (bits - 1)), top = double((1u << bits) - 1);
         for (std::size_t o = 0; o < Out; ++o)
             for (std::size_t k0 = 0; k0 < In; k0 += span) {
                 double s = 0, lo = 0;  // bf16: unused; unsigned levels: the group's minimum
@@ -211,7 +262,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                         const double v = static_cast<double>(value(o * In + k));
                         lo = v < lo ? v : lo, hi = v > hi ? v : hi;
                     }
-                    const float sf = static_cast<float>((hi - lo) / 15.0);
+                    const float sf = static_cast<float>((hi - lo) / top);
                     scales[scale_index(o, k0)] = sf, mins[scale_index(o, k0)] = static_cast<float>(-lo);
                     s = sf, lo = -static_cast<double>(static_cast<float>(-lo));
                 } else if constexpr (Fmt::scaled) {
@@ -220,25 +271,38 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                         const double v = static_cast<double>(value(o * In + k));
                         if (std::fabs(v) > std::fabs(m)) m = v;
                     }
-                    const float sf = static_cast<float>(int4 ? m / -8.0 : std::fabs(m) / 127.0);
+                    const float sf = static_cast<float>(int8 ? std::fabs(m) / 127.0 : m / -half);
                     scales[scale_index(o, k0)] = sf;
                     s = sf;
                 }
                 for (std::size_t k = k0; k < k0 + span; ++k) {
                     const double v = static_cast<double>(value(o * In + k));
-                    std::uint32_t field;
                     if constexpr (std::is_same_v<Fmt, bf16>) {
-                        field = quant::bf16_bits(static_cast<float>(v));
+                        storage[word_index(o, k)] |= quant::bf16_bits(static_cast<float>(v)) << (k % P * 16);
                     } else {
                         constexpr bool u = unsigned_levels<Fmt>;
-                        constexpr double qlo = u ? 0 : int4 ? -8 : -127, qhi = u ? 15 : int4 ? 7 : 127;
+                        constexpr double qlo = u ? 0 : int8 ? -127 : -half, qhi = u ? top : int8 ? 127 : half - 1;
                         double q = s == 0 ? 0 : std::nearbyint((v - lo) / s);
                         q = q < qlo ? qlo : q > qhi ? qhi : q;
-                        field = static_cast<std::uint32_t>(static_cast<std::int32_t>(q)) & ((1u << (32 / P)) - 1);
+                        set_field(o, k, static_cast<std::int32_t>(q));
                     }
-                    storage[word_index(o, k)] |= field << (k % P * (32 / P));
                 }
             }
+    }
+
+    // Input k of output o's integer (two's complement or a level), into words that held zero there;
+    // and back, its bits as stored (level_bits<Fmt> of them, not sign-extended).
+    constexpr void set_field(std::size_t o, std::size_t k, std::int32_t q) {
+        constexpr std::size_t low = 32 / P;
+        const auto u = static_cast<std::uint32_t>(q);
+        storage[word_index(o, k)] |= (u & ((1u << low) - 1)) << (k % P * low);
+        if constexpr (has_high_plane<Fmt>) storage[high_index(o, k)] |= (u >> 4 & 3u) << quant::high_shift(k);
+    }
+    constexpr std::uint32_t field(std::size_t o, std::size_t k) const {
+        constexpr std::size_t low = 32 / P;
+        std::uint32_t u = storage[word_index(o, k)] >> (k % P * low) & ((1ull << low) - 1);
+        if constexpr (has_high_plane<Fmt>) u |= (storage[high_index(o, k)] >> quant::high_shift(k) & 3u) << 4;
+        return u;
     }
 };
 

@@ -7,6 +7,9 @@
 //   int8_group_min<G>  as int8_group<G>,    and N_min F32 (Out, In / G): w = s · q − m
 //   int4_group<G>      N U8 (Out, In / 2),  N_scale F32 (Out, In / G); byte j of a row holds input
 //                      2j in its low nibble and 2j + 1 in its high nibble, two's complement
+//   int4_group_min<G>  as int4_group<G> with levels 0..15, and N_min F32 (Out, In / G)
+//   int6_group<G>      N I8 (Out, In) in [-32, 31], N_scale F32 (Out, In / G)
+//   int6_group_min<G>  N I8 (Out, In) in [0, 63],   N_scale and N_min F32 (Out, In / G)
 // which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
 // same with --weights). A file whose N is in a float dtype is quantized at load instead.
 #pragma once
@@ -25,7 +28,11 @@ namespace ctformer::safetensors::detail {
 template <class X> struct quant_layout {
     using Fmt = typename X::format;
     static constexpr std::size_t Out = X::out_features, In = X::in_features;
-    static constexpr bool int4 = Fmt::per_word == 8, scaled = Fmt::scaled, with_min = has_min<Fmt>;
+    static constexpr bool six = has_high_plane<Fmt>, int4 = Fmt::per_word == 8 && !six, scaled = Fmt::scaled, with_min = has_min<Fmt>;
+    static constexpr bool levels = unsigned_levels<Fmt>;
+    // a byte's range where one byte holds one integer (int8: never -128; int6: six bits); |q| at most
+    static constexpr int byte_min = six ? (levels ? 0 : -32) : -127, byte_max = six ? (levels ? 63 : 31) : 127;
+    static constexpr double qmax = levels ? double((1u << level_bits<Fmt>) - 1) : int4 ? 8.0 : six ? 32.0 : 127.0;
     static constexpr dtype packed = std::is_same_v<Fmt, bf16> ? dtype::BF16 : int4 ? dtype::U8 : dtype::I8;
     static constexpr std::array<std::size_t, 2> packed_shape{Out, int4 ? In / 2 : In};
     static constexpr std::size_t packed_bytes = Out * packed_shape[1] * (std::is_same_v<Fmt, bf16> ? 2 : 1);
@@ -54,7 +61,7 @@ bool prequantized(const file<Cap>& f, std::string_view prefix, std::string_view 
     return e && e->type == quant_layout<X>::packed;
 }
 
-// Row o's packed values: field of input k (bf16 bits, or the two's complement integer).
+// Row o's packed values: field of input k (bf16 bits, or the two's complement integer, or the level).
 template <class X> std::uint32_t packed_field(const std::byte* data, std::size_t o, std::size_t k) {
     using Q = quant_layout<X>;
     if constexpr (std::is_same_v<typename X::format, bf16>) {
@@ -76,9 +83,8 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
     const std::byte* data = f.data(*f.find(prefix, name));
     for (auto& w : t.storage) w = 0;
     for (auto& s : t.scales) s = 0;
-    constexpr std::size_t P = X::P, bits = 32 / P;
     for (std::size_t o = 0; o < Q::Out; ++o)
-        for (std::size_t k = 0; k < Q::In; ++k) t.storage[X::word_index(o, k)] |= packed_field<X>(data, o, k) << (k % P * bits);
+        for (std::size_t k = 0; k < Q::In; ++k) t.set_field(o, k, static_cast<std::int32_t>(packed_field<X>(data, o, k)));
     if constexpr (Q::scaled) {
         const scale_name sn(name);
         const entry& e = *f.find(prefix, sn.view());
@@ -101,8 +107,7 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
 // writer(put) putting the bytes.
 template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
     using Q = quant_layout<X>;
-    constexpr std::size_t P = X::P, bits = 32 / P;
-    auto field = [&t](std::size_t o, std::size_t k) { return (t.storage[X::word_index(o, k)] >> (k % P * bits)) & ((1ull << bits) - 1); };
+    auto field = [&t](std::size_t o, std::size_t k) { return t.field(o, k); };
     emit(std::string_view{}, Q::packed, 2, Q::packed_shape.data(), Q::packed_bytes, [&](auto&& put) {
         for (std::size_t o = 0; o < Q::Out; ++o) {
             if constexpr (std::is_same_v<typename X::format, bf16>) {
@@ -116,8 +121,9 @@ template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
                     put(&v, 1);
                 }
             } else {
-                for (std::size_t k = 0; k < Q::In; ++k) {
-                    const auto v = static_cast<std::uint8_t>(field(o, k));
+                for (std::size_t k = 0; k < Q::In; ++k) {  // (int6: sign-extended, levels as they are)
+                    const std::uint32_t f = field(o, k);
+                    const auto v = static_cast<std::uint8_t>(Q::six && !Q::levels && f >= 32 ? f | 0xc0u : f);
                     put(&v, 1);
                 }
             }

@@ -139,12 +139,14 @@ struct prequantized_layout {
     std::size_t packed_shape[2], packed_bytes, values;
     bool bf16, int4, scaled, with_min;
     std::size_t scale_rank, scale_shape[2], scale_size;
+    int byte_min, byte_max;  // (a byte an integer: its range)
+    double qmax;             // (max |q|)
 };
 template <class X> constexpr prequantized_layout prequantized_layout_of() {
     using Q = quant_layout<X>;
     return {Q::packed, {Q::packed_shape[0], Q::packed_shape[1]}, Q::packed_bytes, Q::Out * Q::In,
             std::is_same_v<typename X::format, bf16>, Q::int4, Q::scaled, Q::with_min,
-            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size};
+            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size, Q::byte_min, Q::byte_max, Q::qmax};
 }
 template <std::size_t Cap>
 [[gnu::noinline, gnu::cold]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
@@ -175,9 +177,11 @@ template <std::size_t Cap>
                 if (v - v == 0 && opt.max_abs > 0 && (v > opt.max_abs || v < -opt.max_abs))
                     return fail(errc::value_out_of_range, name);
             }
-    } else if (!q.int4) {
-        for (std::size_t i = 0; i < q.packed_bytes; ++i)
-            if (std::to_integer<std::uint8_t>(f.data(w)[i]) == 0x80) return fail(errc::value_out_of_range, name);  // -128
+    } else if (!q.int4) {  // (int8: -128; int6: outside six bits)
+        for (std::size_t i = 0; i < q.packed_bytes; ++i) {
+            const int b = static_cast<std::int8_t>(std::to_integer<std::uint8_t>(f.data(w)[i]));
+            if (b < q.byte_min || b > q.byte_max) return fail(errc::value_out_of_range, name);
+        }
     }
     if (q.scaled) {
         const scale_name sn(name), mn(name, "_min");
@@ -186,7 +190,7 @@ template <std::size_t Cap>
             if (status st = check(mn.view(), dtype::F32, q.scale_rank, q.scale_shape); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
         const entry* me = q.with_min ? f.find(prefix, mn.view()) : nullptr;
-        const double qmax = q.int4 ? 8.0 : 127.0;
+        const double qmax = q.qmax;
         for (std::size_t i = 0; i < q.scale_size; ++i) {  // |w| <= |s|·max|q| (+ |m|): a finite float, within max_abs
             const double v = f.template element<float>(e, i), m = me ? f.template element<float>(*me, i) : 0.0;
             const double bound = (v < 0 ? -v : v) * qmax + (m < 0 ? -m : m);

@@ -54,6 +54,37 @@ template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> dec
 #endif
 }
 
+// Six-bit formats: slot S's field from its word w and its high word hs (already shifted down by 4
+// for an odd word row: core/quant.hpp's layout), sign-extended (unsigned levels: as is).
+template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> decode6(const Q& w, const Q& hs) {
+    constexpr int hb = 8 * int(S / 2) + 2 * int(S % 2);
+    if constexpr (std::is_same_v<Q, std::int32_t>) {
+        return quant::decode6<Fmt>(std::bit_cast<std::uint32_t>(w) >> (4 * S), std::bit_cast<std::uint32_t>(hs) >> hb);
+    }
+#if CTFORMER_XSIMD
+    else {
+        const Q low = (S ? Q(w >> (4 * int(S))) : w) & Q(15), top = (hb ? Q(hs >> hb) : hs) & Q(3);
+        const Q u = low | Q(top << 4);
+        if constexpr (unsigned_levels<Fmt>) return xsimd::to_float(u);
+        else return xsimd::to_float(Q(Q(u << 26) >> 26));
+    }
+#endif
+}
+// The high words of word row kw as decode6 takes them: row kw / 2, shifted by 4 for an odd row
+// (a logical shift: the bits that come down are never read).
+template <class Q = qword> inline Q high_row(const std::uint32_t* high, std::size_t kw) {
+    const Q h = load_words<Q>(high + kw / 2 * gemm_tile<float>::NR);
+    if constexpr (std::is_same_v<Q, std::int32_t>) return kw % 2 ? std::bit_cast<std::int32_t>(std::bit_cast<std::uint32_t>(h) >> 4) : h;
+#if CTFORMER_XSIMD
+    else return kw % 2 ? xsimd::bitwise_cast<Q>(xsimd::bitwise_cast<xsimd::batch<std::uint32_t, simd::arch>>(h) >> 4) : h;
+#endif
+}
+// Slot S of word w (and its high word hs where the format has a high plane), widened to float.
+template <class Fmt, std::size_t S, class Q = qword> inline simd::vec<float> decode_slot(const Q& w, [[maybe_unused]] const Q& hs) {
+    if constexpr (has_high_plane<Fmt>) return decode6<Fmt, S>(w, hs);
+    else return decode<Fmt, S>(w);
+}
+
 template <std::size_t... S, class F> inline void for_slots(std::index_sequence<S...>, F&& f) {
     (f(std::integral_constant<std::size_t, S>{}), ...);
 }
@@ -70,6 +101,7 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
     constexpr bool grouped = Fmt::group > 0;
     const std::size_t rows = K / S, group_rows = grouped ? Fmt::group / S : rows;
     const std::size_t pw = rows * NR, ps = (grouped ? K / Fmt::group : 1) * NR;  // words and scales per panel
+    [[maybe_unused]] const std::size_t ph = K / 16 * NR;                          // (and high words)
     vt acc[R][Q][NV], part[R][Q][NV];
     auto zero = [](vt(&x)[R][Q][NV]) {
 #pragma GCC unroll 4
@@ -84,11 +116,15 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
         vt(&sum)[R][Q][NV] = grouped ? part : acc;
         if constexpr (grouped) zero(part);
         for (std::size_t kw = g0; kw < g0 + group_rows; ++kw) {
-            qword w[Q][NV];
+            qword w[Q][NV], hs[Q][NV];
 #pragma GCC unroll 4
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
-                for (std::size_t v = 0; v < NV; ++v) w[q][v] = load_words(b.words + q * pw + kw * NR + v * W);
+                for (std::size_t v = 0; v < NV; ++v) {
+                    w[q][v] = load_words(b.words + q * pw + kw * NR + v * W);
+                    if constexpr (has_high_plane<Fmt>) hs[q][v] = high_row(b.high + q * ph + v * W, kw);
+                    else hs[q][v] = w[q][v];
+                }
             for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
                 vt ar[R];
 #pragma GCC unroll 4
@@ -97,7 +133,7 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
                 for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                     for (std::size_t v = 0; v < NV; ++v) {
-                        const vt x = decode<Fmt, decltype(slot)::value>(w[q][v]);
+                        const vt x = decode_slot<Fmt, decltype(slot)::value>(w[q][v], hs[q][v]);
 #pragma GCC unroll 4
                         for (std::size_t r = 0; r < R; ++r) sum[r][q][v] = simd::fma<float>(ar[r], x, sum[r][q][v]);
                     }
@@ -140,12 +176,14 @@ inline void dequantize_block(const quant_panels<Fmt>& b, std::size_t K, std::siz
 #pragma GCC unroll 4
         for (std::size_t v = 0; v < NV; ++v) {
             const qword w = load_words(b.words + kw * NR + v * W);
+            qword hs = w;
+            if constexpr (has_high_plane<Fmt>) hs = high_row(b.high + v * W, kw);
             vt s(1.f), m(0.f);
             if constexpr (Fmt::group > 0) s = simd::load(b.scales + (kw * S / Fmt::group) * NR + v * W);
             else if constexpr (Fmt::scaled) s = simd::load(b.scales + v * W);
             if constexpr (has_min<Fmt>) m = simd::load(b.mins + (kw * S / Fmt::group) * NR + v * W);
             for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
-                const vt x = decode<Fmt, decltype(slot)::value>(w);
+                const vt x = decode_slot<Fmt, decltype(slot)::value>(w, hs);
                 simd::store(out + (kw * S + slot - k0) * NR + v * W, has_min<Fmt> ? s * x - m : Fmt::scaled ? s * x : x);
             });
         }
@@ -162,7 +200,8 @@ template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
     static quant_panels<Fmt> at(const quant_panels<Fmt>& b, std::size_t p, std::size_t K) {
         constexpr std::size_t NR = gemm_tile<float>::NR;
         const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0;
-        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + sp, b.mins ? b.mins + sp : nullptr};
+        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + sp, b.mins ? b.mins + sp : nullptr,
+                b.high ? b.high + p * (K / 16) * NR : nullptr};
     }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const float* a, std::size_t lda, const quant_panels<Fmt>& b, float* c, std::size_t ldc,

@@ -207,6 +207,16 @@ template <class I = simd::ivec> inline simd::vec<float> to_float(const I& x) {
 #endif
 }
 
+// int6: the top two bits of word row kw's fields (core/quant.hpp's high plane) onto the bytes of
+// its low nibbles (evens) and high nibbles (odds), as unsigned levels (two's complement: + 32).
+template <class Fmt, class I = simd::ivec> inline void join_top_bits(I& lo, I& hi, const std::uint32_t* high, std::size_t kw) {
+    I h = load_ivec<I>(high + kw / 2 * gemm_tile<float>::NR);
+    if constexpr (!unsigned_levels<Fmt>) h = h ^ I(std::int32_t(0xaaaaaaaau));  // (bit 5 of each field)
+    const I m = I(0x30303030);
+    if (kw % 2) lo = lo | (h & m), hi = hi | (I(h >> 2) & m);  // (>> 2 arithmetic: the bits it brings in are masked)
+    else lo = lo | (I(h << 4) & m), hi = hi | (I(h << 2) & m);
+}
+
 // How far ahead of its reads an int4 GEMV requests its weights.
 inline constexpr std::size_t gemv_ahead_bytes = 2048;
 
@@ -220,6 +230,9 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
     constexpr std::size_t W = tile::W, NV = tile::NV, NR = tile::NR, P = Fmt::per_word, G = Fmt::group;
     const std::size_t B = q8_block<Fmt>(b.K), pw = b.K / P * NR, ps = (G ? b.K / G : 1) * NR;
     const std::uint32_t* words = b.w.words + b.k0 / P * NR;
+    [[maybe_unused]] const std::uint32_t* high = b.w.high ? b.w.high + b.k0 / 16 * NR : nullptr;  // (int6: the top bits)
+    [[maybe_unused]] const std::size_t ph = b.K / 16 * NR;
+    constexpr bool six = has_high_plane<Fmt>;
     // int4 GEMVs outrun the hardware prefetchers: each block requests its panels' lines a few blocks
     // ahead (measured: scripts/performance_log.md)
     constexpr bool streams_ahead = P == 8 && R <= 2 && !tile::compact;
@@ -270,14 +283,16 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                                                                : simd::dot_i8(isum[r][q][v], w[q][v], x);
                 }
             } else {  // int4: each nibble + 8 (flip its top bit: unsigned; unsigned levels as they are),
-                      // evens against the low nibbles, odds against the high ones; Σ q_a · 8 comes off below
+                      // evens against the low nibbles, odds against the high ones; Σ q_a · 8 comes off below.
+                      // int6: the top bits joined to the nibbles' bytes, + 32 (flip bit 5); Σ q_a · 32 comes off
                 iv lo[Q][NV], hi[Q][NV];
 #pragma GCC unroll 4
                 for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                     for (std::size_t v = 0; v < NV; ++v) {
-                        const iv u = unsigned_levels<Fmt> ? w[q][v] : w[q][v] ^ iv(std::int32_t(0x88888888u));
+                        const iv u = unsigned_levels<Fmt> || six ? w[q][v] : w[q][v] ^ iv(std::int32_t(0x88888888u));
                         lo[q][v] = u & iv(0x0f0f0f0f), hi[q][v] = iv(u >> 4) & iv(0x0f0f0f0f);
+                        if constexpr (six) join_top_bits<Fmt>(lo[q][v], hi[q][v], high + q * ph + v * W, kw);
                     }
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < R; ++r) {
@@ -286,7 +301,8 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                     for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v)
-                            isum[r][q][v] = simd::dot_u4x2(isum[r][q][v], lo[q][v], xe, hi[q][v], xo);  // (partial)
+                            isum[r][q][v] = six ? simd::dot_u8(simd::dot_u8(isum[r][q][v], lo[q][v], xe), hi[q][v], xo)
+                                                : simd::dot_u4x2(isum[r][q][v], lo[q][v], xe, hi[q][v], xo);  // (partial)
                 }
             }
         }
@@ -312,8 +328,8 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                         const vt sw = simd::load(b.w.scales + at);
                         iv exact = isum[r][q][v];
                         if constexpr (P == 8) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
-                            exact = simd::partial_sum(exact);
-                            if constexpr (!unsigned_levels<Fmt>) exact = exact - iv(8 * a[r * lda].sum[blk]);
+                            if constexpr (!six) exact = simd::partial_sum(exact);
+                            if constexpr (!unsigned_levels<Fmt>) exact = exact - iv((six ? 32 : 8) * a[r * lda].sum[blk]);
                         }
                         acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
                         if constexpr (has_min<Fmt>)  // - m · s_a · Σ q_a of the block
@@ -335,7 +351,9 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
     static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) {
         constexpr std::size_t NR = gemm_tile<float>::NR;
         const std::size_t sp = p * (Fmt::group ? b.K / Fmt::group : 1) * NR;
-        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + sp, b.w.mins ? b.w.mins + sp : nullptr}, b.K, b.k0};
+        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + sp, b.w.mins ? b.w.mins + sp : nullptr,
+                 b.w.high ? b.w.high + p * (b.K / 16) * NR : nullptr},
+                b.K, b.k0};
     }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c, std::size_t ldc,
@@ -394,16 +412,20 @@ inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uin
 // tile: word row j's low nibbles (the block's inputs 8j, 8j+2, .., as the quantized activations
 // order them) in row 2j, its high nibbles in row 2j + 1; signed levels (u = level + 8) as u − 8
 // (bytewise: u + 120, then the sign bit flipped), so the tile product is the register kernel's
-// exact sum.
-template <class Fmt> inline void amx_unpack_int4(const std::uint32_t* w, std::size_t B, std::uint32_t* out) {
+// exact sum. int6: the top bits joined first (high: the block's high words), u − 32 as u + 96, flipped.
+template <class Fmt>
+inline void amx_unpack_int4(const std::uint32_t* w, [[maybe_unused]] const std::uint32_t* high, std::size_t B, std::uint32_t* out) {
     using iv = simd::ivec;
+    constexpr bool six = has_high_plane<Fmt>;
+    const iv bias(six ? 0x60606060 : 0x78787878);
     for (std::size_t j = 0; j < B / 8; ++j) {
         iv u = iv::load_unaligned(reinterpret_cast<const std::int32_t*>(w + j * 32));
-        if constexpr (!unsigned_levels<Fmt>) u = u ^ iv(std::int32_t(0x88888888u));  // (two's complement nibbles: u = level + 8)
+        if constexpr (!unsigned_levels<Fmt> && !six) u = u ^ iv(std::int32_t(0x88888888u));  // (two's complement nibbles: u = level + 8)
         iv lo = u & iv(0x0f0f0f0f), hi = iv(u >> 4) & iv(0x0f0f0f0f);
+        if constexpr (six) join_top_bits<Fmt>(lo, hi, high, j);
         if constexpr (!unsigned_levels<Fmt>) {
-            lo = (lo + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
-            hi = (hi + iv(0x78787878)) ^ iv(std::int32_t(0x80808080u));
+            lo = (lo + bias) ^ iv(std::int32_t(0x80808080u));
+            hi = (hi + bias) ^ iv(std::int32_t(0x80808080u));
         }
         lo.store_aligned(reinterpret_cast<std::int32_t*>(out + 2 * j * 16));
         hi.store_aligned(reinterpret_cast<std::int32_t*>(out + (2 * j + 1) * 16));
@@ -424,12 +446,14 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
         constexpr std::size_t P = Fmt::per_word, NR = 32, W = 16;
         const std::size_t B = q8_block<Fmt>(b.p.K), blocks = K / B;
         const std::uint32_t* words = b.p.w.words + b.p.k0 / P * NR;
+        [[maybe_unused]] const std::uint32_t* high = b.p.w.high ? b.p.w.high + b.p.k0 / 16 * NR : nullptr;
         [[maybe_unused]] alignas(64) std::uint32_t unpacked[P == 8 ? amx_chunk / 4 * W : 1];  // (int4: the half panel's words)
         for (std::size_t v = 0; v < 2; ++v) {
             amx_half h{words + v * W, NR * 4, B, blocks, v};
             if constexpr (P == 8) {
                 for (std::size_t blk = 0; blk < blocks; ++blk)
-                    amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, B, unpacked + blk * (B / 4) * W);
+                    amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, high ? high + blk * (B / 16) * NR + v * W : nullptr, B,
+                                         unpacked + blk * (B / 4) * W);
                 h.w = unpacked, h.w_stride = W * 4;
             }
             for (std::size_t g = 0; g < R / amx_rows; ++g) {
