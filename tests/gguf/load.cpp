@@ -150,8 +150,8 @@ template <class P> void fill_random(P& p, unsigned seed) {
 
 // A block-format file into the weight format that holds it as stored and into dense weights: the
 // same values (Q4_0: scale d, integers n - 8; Q8_0: d, q).
-template <class Q> void as_stored_equals_dense(const std::vector<std::byte>& bytes, Wide<>::Params&) {
-    static Wide<>::Params dense;
+template <class Q, class D = Wide<>> void as_stored_equals_dense(const std::vector<std::byte>& bytes, typename D::Params&) {
+    static typename D::Params dense;
     static typename Q::Params q;
     static gg::file<32, 64> g;
     REQUIRE(g.parse(bytes).ok());
@@ -164,15 +164,15 @@ template <class Q> void as_stored_equals_dense(const std::vector<std::byte>& byt
             for (std::size_t i = 0; i < d.size; ++i, ++n) off += static_cast<float>(d.get(i)) != static_cast<float>(x.get(i));
         });
     });
-    CHECK(n == ct::parameter_count<Wide<>::Params>());
+    CHECK(n == ct::parameter_count<typename D::Params>());
     CHECK(off == 0);
 }
-template <class Q> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, Wide<>::Params& src) {
-    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, store).bytes();
+template <class Q, class D = Wide<>> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, typename D::Params& src) {
+    const std::vector<std::byte> bytes = test::llama_gguf<D>(src, store).bytes();
     static gg::file<32, 64> g;
     REQUIRE(g.parse(bytes).ok());
     REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
-    as_stored_equals_dense<Q>(bytes, src);
+    as_stored_equals_dense<Q, D>(bytes, src);
 }
 
 TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_out_of_range") {
@@ -258,10 +258,13 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     // the format each matrix needs, as tools/export.py and gguf_info print it
     const char* f[8];
     gg::stored_formats(g, f);
-    const std::string want[8] = {"ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>", "ct::int8_group<32>",
-                                 "ct::int8_group<32>", "ct::int8_group<32>", "ct::int4_group_min<32>", "ct::int8_group<32>"};
+    const std::string want[8] = {"ct::int6_group<32>", "ct::int6_group<32>", "ct::int8_group<32>", "ct::int6_group<32>",
+                                 "ct::int6_group<32>", "ct::int6_group<32>", "ct::int4_group_min<32>", "ct::int8_group<32>"};
     for (int m = 0; m < 8; ++m) CHECK_MESSAGE(std::string(f[m]) == want[m], gg::matrix_names[m]);
-    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int8_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
+    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int6_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
+    CHECK(std::string(gg::stored_format(1u << 14)) == "ct::int6_group<16>");                  // Q6_K alone
+    CHECK(std::string(gg::stored_format(1u << 13 | 1u << 12)) == "ct::int6_group_min<32>");  // Q5_K + Q4_K (Q5_K_M)
+    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12 | 1u << 8)) == "ct::int8_group_min<16>");
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 8)) == "ct::int8_group<16>");
     CHECK(std::string(gg::stored_format(1u << 30)) == "ct::bf16");
     CHECK(std::string(gg::stored_format(1u << 30 | 1u << 8)) == "ct::dense");
@@ -296,6 +299,82 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     std::size_t touched = 0;
     for (std::size_t i = 0; i < sizeof plain; ++i) touched += raw[i] != 0x5a;
     CHECK(touched == 0);
+}
+
+namespace {
+// The k-quants need rows of 256 inputs.
+using KWide = ct::Llama<37, 32, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<256>>;
+template <class... O> using KQ = ct::Llama<37, 32, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<256>, O...>;
+// Q4_K_M's mix on a model with whole 256-blocks: Q4_K in one layer, Q6_K in the other and the head.
+test::gguf_store by_layer(std::string_view name) {
+    return name.starts_with("blk.0.") ? test::gguf_store::q4_k : test::gguf_store::q6_k;
+}
+using KMix = KQ<ct::weights<ct::int6_group_min<16>, ct::head_weights<ct::int6_group<16>>>>;
+using KMixA8 = KQ<ct::weights<ct::int6_group_min<16>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>>;
+}  // namespace
+
+TEST_CASE("gguf load: the k-quants in six-bit weights as stored (Q6_K, Q5_K, Q4_K; Q4_K_M's mix by layer), computing the dense model") {
+    static KWide::Params src, dense;
+    fill_random(src, 23);
+    using S = test::gguf_store;
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group<16>>>, KWide>(S::q6_k, gg::ggml_type::q6_k, src);
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group<16>, ct::int8_activations>>, KWide>(S::q6_k, gg::ggml_type::q6_k, src);
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group_min<16>>>, KWide>(S::q6_k, gg::ggml_type::q6_k, src);
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group_min<32>>>, KWide>(S::q5_k, gg::ggml_type::q5_k, src);
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group_min<32>>>, KWide>(S::q4_k, gg::ggml_type::q4_k, src);
+    as_stored_equals_dense<KQ<ct::weights<ct::int6_group_min<32>, ct::int8_activations>>, KWide>(S::q5_k, gg::ggml_type::q5_k, src);
+    // the mix: each matrix's format as tools/export.py prints it, the same numbers, the dense model's logits
+    const std::vector<std::byte> bytes = test::llama_gguf_by<KWide>(src, by_layer).bytes();
+    static gg::file<32, 64> g;
+    REQUIRE(g.parse(bytes).ok());
+    CHECK(g.find_tensor("blk.0.attn_v.weight")->type == gg::ggml_type::q4_k);
+    CHECK(g.find_tensor("blk.1.ffn_down.weight")->type == gg::ggml_type::q6_k);
+    const char* f[8];
+    gg::stored_formats(g, f);
+    for (int m = 0; m < 7; ++m) CHECK_MESSAGE(std::string(f[m]) == "ct::int6_group_min<16>", gg::matrix_names[m]);
+    CHECK(std::string(f[7]) == "ct::int6_group<16>");
+    as_stored_equals_dense<KMix, KWide>(bytes, src);
+    as_stored_equals_dense<KMixA8, KWide>(bytes, src);
+    static KMix::Params m, back;
+    static KMixA8::Params m8;
+    REQUIRE(ct::load_gguf(m, g).ok());
+    REQUIRE(ct::load_gguf(m8, g).ok());
+    REQUIRE(ct::load_gguf(dense, g).ok());
+    static KWide::Workspace<1, 8> dws;
+    static KMix::Workspace<1, 8> mws;
+    static KMixA8::Workspace<1, 8> aws;
+    static ct::Tensor<ct::token, 1, 8> tok;
+    static ct::Tensor<float, 1, 8, 37> a, b, c;
+    for (std::size_t i = 0; i < 8; ++i) tok.data()[i] = static_cast<ct::token>((i * 5 + 1) % 37);
+    REQUIRE(KWide::forward(dense, dws, tok, a).ok());
+    REQUIRE(KMix::forward(m, mws, tok, b).ok());
+    REQUIRE(KMixA8::forward(m8, aws, tok, c).ok());
+    double worst = 0, worst8 = 0, top = 0;
+    for (std::size_t i = 0; i < a.size; ++i) {
+        worst = std::max(worst, std::fabs(double(a.data()[i]) - double(b.data()[i])));
+        worst8 = std::max(worst8, std::fabs(double(a.data()[i]) - double(c.data()[i])));
+        top = std::max(top, std::fabs(double(a.data()[i])));
+    }
+    INFO("max abs " << worst << " (int8 activations " << worst8 << ") of logits up to " << top);
+    CHECK(worst <= 1e-5 * std::max(1.0, top));
+    CHECK(worst8 <= 0.02 * std::max(1.0, top));  // (the activations' rounding: docs/quantization.md)
+    // saved as stored and read back: the same weights
+    std::vector<std::byte> buf(ct::save_state_dict(m, {}).bytes);
+    REQUIRE(ct::save_state_dict(m, buf).st.ok());
+    REQUIRE(ct::load_state_dict(back, std::span<const std::byte>(buf)).ok());
+    CHECK(differing(back, m) == 0);
+    // a format that cannot hold them: wrong_dtype naming the tensor, nothing written
+    static KQ<ct::weights<ct::int6_group<16>>>::Params plain;
+    std::memset(static_cast<void*>(&plain), 0x5a, sizeof plain);
+    const ct::status st = ct::load_gguf(plain, g);
+    CHECK(st.code == ct::errc::wrong_dtype);
+    CHECK(std::string(st.tensor_name()) == "blk.0.attn_q.weight: Q4_K into a quantized weight format");
+    const auto* raw = reinterpret_cast<const unsigned char*>(&plain);
+    std::size_t touched = 0;
+    for (std::size_t i = 0; i < sizeof plain; ++i) touched += raw[i] != 0x5a;
+    CHECK(touched == 0);
+    static KQ<ct::weights<ct::int6_group_min<32>>>::Params thirty_two;  // (Q6_K's runs are 16)
+    CHECK(ct::load_gguf(thirty_two, g).code == ct::errc::wrong_dtype);
 }
 
 TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {

@@ -16,6 +16,7 @@
 #include <ctformer/core/quant.hpp>
 #include <ctformer/core/reflect.hpp>
 #include <ctformer/io/gguf.hpp>
+#include <ctformer/io/safetensors.hpp>
 #include <ctformer/layer/config.hpp>
 #include <ctformer/layer/names.hpp>
 
@@ -117,7 +118,77 @@ inline std::uint16_t to_half(float x) {
     return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
-enum class gguf_store { f32, f16, bf16, q4_0, q8_0, q5_0, q4_1 };
+enum class gguf_store { f32, f16, bf16, q4_0, q8_0, q5_0, q4_1, q4_k, q5_k, q6_k };
+inline bool k_quant(gguf_store s) { return s == gguf_store::q4_k || s == gguf_store::q5_k || s == gguf_store::q6_k; }
+
+// The k-quants' blocks of 256 by plain rules (not ggml's searches: any valid block serves, the loader
+// reads what is stored): Q6_K a scale per 16 (the value of largest magnitude at -32) as d·sc with
+// sc int8; Q4_K/Q5_K a scale and a minimum per 32 (min <= 0 at level 0, the maximum at the top
+// level) as d·sc and dmin·m with 6-bit sc and m packed as ggml's get_scale_min_k4 reads them.
+inline void encode_q6_k(const float* x, std::string& out) {
+    float sub[16], dmax = 0;
+    for (int s = 0; s < 16; ++s) {
+        float m = 0;
+        for (int j = 0; j < 16; ++j) m = std::fabs(x[16 * s + j]) > std::fabs(m) ? x[16 * s + j] : m;
+        sub[s] = m / -32, dmax = std::max(dmax, std::fabs(sub[s]));
+    }
+    const std::uint16_t dh = to_half(dmax / 127);
+    const float d = ct::safetensors::detail::half_to_float(dh);
+    std::uint8_t b[210] = {};
+    std::int8_t sc[16];
+    for (int s = 0; s < 16; ++s) sc[s] = static_cast<std::int8_t>(d ? std::max(-127.f, std::min(127.f, std::round(sub[s] / d))) : 0);
+    for (int j = 0; j < 256; ++j) {
+        const float step = d * sc[j / 16];
+        const int q = step ? std::max(-32, std::min(31, static_cast<int>(std::round(x[j] / step)))) + 32 : 32;
+        const int half = j / 128, r = j % 128, quarter = r / 32, l = r % 32;
+        std::uint8_t& lo = b[64 * half + l + (quarter % 2 ? 32 : 0)];
+        lo = static_cast<std::uint8_t>(lo | (quarter < 2 ? q & 0xf : (q & 0xf) << 4));
+        b[128 + 32 * half + l] = static_cast<std::uint8_t>(b[128 + 32 * half + l] | (q >> 4) << (2 * quarter));
+    }
+    for (int half = 0; half < 2; ++half)
+        for (int quarter = 0; quarter < 4; ++quarter)
+            for (int i = 0; i < 2; ++i) b[192 + 8 * half + i + 2 * quarter] = static_cast<std::uint8_t>(sc[8 * half + 2 * quarter + i]);
+    std::memcpy(b + 208, &dh, 2);
+    out.append(reinterpret_cast<const char*>(b), 210);
+}
+inline void encode_q45_k(const float* x, bool five, std::string& out) {
+    const int top = five ? 31 : 15;
+    float scale[8], mn[8], dmax = 0, mmax = 0;
+    for (int s = 0; s < 8; ++s) {
+        float lo = 0, hi = x[32 * s];
+        for (int j = 0; j < 32; ++j) lo = std::min(lo, x[32 * s + j]), hi = std::max(hi, x[32 * s + j]);
+        scale[s] = (hi - lo) / static_cast<float>(top), mn[s] = -lo;
+        dmax = std::max(dmax, scale[s]), mmax = std::max(mmax, mn[s]);
+    }
+    const std::uint16_t dh = to_half(dmax / 63), mh = to_half(mmax / 63);
+    const float d = ct::safetensors::detail::half_to_float(dh), dmin = ct::safetensors::detail::half_to_float(mh);
+    std::uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; ++s) {
+        sc[s] = static_cast<std::uint8_t>(d ? std::min(63.f, std::round(scale[s] / d)) : 0);
+        m[s] = static_cast<std::uint8_t>(dmin ? std::min(63.f, std::round(mn[s] / dmin)) : 0);
+    }
+    std::uint8_t b[176] = {};
+    std::memcpy(b, &dh, 2), std::memcpy(b + 2, &mh, 2);
+    std::uint8_t* packed = b + 4;
+    for (int j = 0; j < 8; ++j) {
+        if (j < 4) {
+            packed[j] = static_cast<std::uint8_t>(packed[j] | sc[j]), packed[j + 4] = static_cast<std::uint8_t>(packed[j + 4] | m[j]);
+        } else {
+            packed[j + 4] = static_cast<std::uint8_t>((sc[j] & 0xf) | (m[j] & 0xf) << 4);
+            packed[j - 4] = static_cast<std::uint8_t>(packed[j - 4] | (sc[j] >> 4) << 6);
+            packed[j] = static_cast<std::uint8_t>(packed[j] | (m[j] >> 4) << 6);
+        }
+    }
+    std::uint8_t* qs = b + (five ? 48 : 16);
+    for (int j = 0; j < 256; ++j) {
+        const int chunk = j / 64, r = j % 64, l = r % 32, sub = 2 * chunk + r / 32;
+        const float step = d * sc[sub], off = dmin * m[sub];
+        const int n = step ? std::max(0, std::min(top, static_cast<int>(std::round((x[j] + off) / step)))) : 0;
+        qs[32 * chunk + l] = static_cast<std::uint8_t>(qs[32 * chunk + l] | (r < 32 ? n & 0xf : (n & 0xf) << 4));
+        if (five && n >= 16) b[16 + l] = static_cast<std::uint8_t>(b[16 + l] | 1u << sub);
+    }
+    out.append(reinterpret_cast<const char*>(b), five ? 176 : 144);
+}
 
 // Element values of a (rows, in) tensor in the file's format.
 inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_store s) {
@@ -174,6 +245,9 @@ inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_stor
         }
         put(&h, 2), put(&qh, 4), put(qs, 16);
     }
+    for (std::size_t b = 0; s == gguf_store::q6_k && b < v.size(); b += 256) encode_q6_k(v.data() + b, out);
+    for (std::size_t b = 0; (s == gguf_store::q4_k || s == gguf_store::q5_k) && b < v.size(); b += 256)
+        encode_q45_k(v.data() + b, s == gguf_store::q5_k, out);
     for (std::size_t b = 0; s == gguf_store::q4_1 && b < v.size(); b += 32) {  // ggml's quantize_row_q4_1_ref
         float lo = v[b], hi = v[b];
         for (std::size_t j = 0; j < 32; ++j) lo = std::min(lo, v[b + j]), hi = std::max(hi, v[b + j]);
@@ -191,7 +265,8 @@ inline std::string encode(const std::vector<float>& v, std::size_t in, gguf_stor
 }
 inline gg::ggml_type type_of(gguf_store s) {
     constexpr gg::ggml_type t[] = {gg::ggml_type::f32,  gg::ggml_type::f16,  gg::ggml_type::bf16, gg::ggml_type::q4_0,
-                                   gg::ggml_type::q8_0, gg::ggml_type::q5_0, gg::ggml_type::q4_1};
+                                   gg::ggml_type::q8_0, gg::ggml_type::q5_0, gg::ggml_type::q4_1, gg::ggml_type::q4_k,
+                                   gg::ggml_type::q5_k, gg::ggml_type::q6_k};
     return t[static_cast<int>(s)];
 }
 
@@ -241,7 +316,7 @@ gguf_writer llama_gguf_by(const typename Model::Params& p, const Choose& store_o
         }
         const gguf_store s = store_of(name);
         const bool blocks = s != gguf_store::f32 && s != gguf_store::f16 && s != gguf_store::bf16;
-        const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (blocks && in % 32 ? gguf_store::f32 : s);
+        const gguf_store fmt = X::rank == 1 ? gguf_store::f32 : (blocks && in % (k_quant(s) ? 256 : 32) ? gguf_store::f32 : s);
         std::vector<std::uint64_t> dims;
         for (std::size_t i = X::rank; i-- > 0;) dims.push_back(X::shape[i]);
         w.tensor_data(name, dims, type_of(fmt), encode(v, in, fmt));

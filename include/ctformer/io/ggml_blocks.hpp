@@ -161,11 +161,17 @@ constexpr const char* stored_format(std::uint64_t types) {
         if ((types >> t & 1) && !supported(static_cast<ggml_type>(t))) return nullptr;
     if (types == bit(ggml_type::bf16)) return "ct::bf16";
     if (types & (bit(ggml_type::f32) | bit(ggml_type::f16) | bit(ggml_type::bf16))) return "ct::dense";
-    if (within({ggml_type::q4_0})) return "ct::int4_group<32>";
-    if (within({ggml_type::q4_0, ggml_type::q4_1, ggml_type::q4_k})) return "ct::int4_group_min<32>";
-    if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0})) return "ct::int8_group<32>";
-    if (within({ggml_type::q4_0, ggml_type::q5_0, ggml_type::q8_0, ggml_type::q6_k})) return "ct::int8_group<16>";
-    return types & bit(ggml_type::q6_k) ? "ct::int8_group_min<16>" : "ct::int8_group_min<32>";
+    // (bits a weight: the integer's, and 32 a group for each scale and minimum)
+    using T = ggml_type;
+    if (within({T::q4_0})) return "ct::int4_group<32>";                                                      // 5
+    if (within({T::q4_0, T::q4_1, T::q4_k})) return "ct::int4_group_min<32>";                                // 6
+    if (within({T::q4_0, T::q5_0})) return "ct::int6_group<32>";                                             // 7
+    if (within({T::q4_0, T::q5_0, T::q6_k})) return "ct::int6_group<16>";                                   // 8
+    if (within({T::q4_0, T::q4_1, T::q4_k, T::q5_0, T::q5_1, T::q5_k})) return "ct::int6_group_min<32>";    // 8
+    if (within({T::q4_0, T::q5_0, T::q8_0})) return "ct::int8_group<32>";                                   // 9
+    if (!(types & bit(T::q8_0))) return "ct::int6_group_min<16>";                                          // 10
+    if (within({T::q4_0, T::q5_0, T::q8_0, T::q6_k})) return "ct::int8_group<16>";                          // 10
+    return types & bit(T::q6_k) ? "ct::int8_group_min<16>" : "ct::int8_group_min<32>";                     // 12, 10
 }
 // Each matrix's stored_format over the file's tensors (by matrix_names' order).
 template <class File> void stored_formats(const File& g, const char* (&out)[8]) {

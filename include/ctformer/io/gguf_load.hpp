@@ -19,13 +19,16 @@
 // Q5_1, Q4_K, Q5_K, Q6_K), each tensor in its own (a Q4_K_M file mixes Q4_K and Q6_K), decoded to
 // the value ggml's dequantizer gives. Into dense weights any of them; into a quantized weight
 // format (ct::weights<F>) float values are quantized at load as from safetensors, and the block
-// formats go in as stored (the same numbers): Q4_0 into int4_group<32>; Q4_0, Q5_0 and Q8_0 into
-// int8_group<32> (Q8_0's −128 is value_out_of_range: the int8 kernels' range is [−127, 127]); these
-// and Q6_K into int8_group<16>; every block format into int8_group_min<16> (a scale, an integer
-// and a minimum per 16). Each tensor goes into its own matrix's format: a type with per-tensor
-// formats (ct::weights<F, ct::down_weights<F2>, ...>, as tools/export.py prints them from the
-// file) keeps a Q4_K_M file's mix — Q5_0 and Q8_0 tensors in int8_group<32>, the Q4_K/Q6_K
-// down projections in int8_group_min<16>. Another block format into a quantized format is
+// formats go in as stored (the same numbers): Q4_0 into int4_group<32>; Q4_0, Q4_1 and Q4_K into
+// int4_group_min<32>; Q4_0, Q5_0 and Q6_K into int6_group<16> (Q4_0, Q5_0: int6_group<32> too);
+// every format of six bits or fewer into int6_group_min<16> (all but Q6_K: int6_group_min<32>);
+// Q4_0, Q5_0 and Q8_0 into int8_group<32> (Q8_0's −128 is value_out_of_range: the int8 kernels'
+// range is [−127, 127]); these and Q6_K into int8_group<16>; every block format into
+// int8_group_min<16> (a scale, an integer and a minimum per 16). Each tensor goes into its own
+// matrix's format: a type with per-tensor formats (ct::weights<F, ct::down_weights<F2>, ...>, as
+// tools/export.py prints them from the file) keeps a Q4_K_M file's mix — Q4_K in
+// int4_group_min<32>, the head's Q6_K in int6_group<16>, the projections that are Q4_K in some
+// layers and Q6_K in others in int6_group_min<16>. Another block format into a quantized format is
 // errc::wrong_dtype naming the tensor (quantizing twice loses what the file kept).
 //
 // RoPE layout: llama.cpp's converter permutes each head's q and k rows from Hugging Face's
@@ -172,13 +175,19 @@ template <class F> struct base_format { using type = F; };
 template <class F> struct base_format<int8_dot<F>> { using type = F; };  // (the same storage)
 template <class F> using base_format_t = typename base_format<F>::type;
 // Whether weight format F holds ggml format t as stored (a scale per group, an integer per weight):
-// Q4_0 in int4_group<G> (G = 8, 16, 32); Q4_0, Q4_1 and Q4_K in int4_group_min<G>; Q4_0, Q5_0 and
-// Q8_0 in int8_group<16 or 32>, Q6_K in int8_group<16>; every block format in int8_group_min<16>
-// (all but Q6_K in int8_group_min<32>) — each with int8 activations too.
+// Q4_0 in int4_group<G> (G = 8, 16, 32); Q4_0, Q4_1 and Q4_K in int4_group_min<G>; Q4_0 and Q5_0
+// in int6_group<16 or 32>, Q6_K in int6_group<16>; all but Q8_0 in int6_group_min<16> (all but
+// Q8_0 and Q6_K in int6_group_min<32>); Q4_0, Q5_0 and Q8_0 in int8_group<16 or 32>, Q6_K in
+// int8_group<16>; every block format in int8_group_min<16> (all but Q6_K in int8_group_min<32>) —
+// each with int8 activations too.
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
     if (is_float(t) || !supported(t)) return false;
-    if constexpr (unsigned_levels<B>)  // (4-bit levels and a minimum: Q4_0 as n and 8d)
+    if constexpr (has_high_plane<B> && unsigned_levels<B>)  // (levels 0..63 and a minimum: Q6_K as q, d·sc, 32·d·sc)
+        return t != ggml_type::q8_0 && (B::group == 16 || (B::group == 32 && t != ggml_type::q6_k));
+    else if constexpr (has_high_plane<B>)
+        return (B::group <= 32 && (t == ggml_type::q4_0 || t == ggml_type::q5_0)) || (B::group == 16 && t == ggml_type::q6_k);
+    else if constexpr (unsigned_levels<B>)  // (4-bit levels and a minimum: Q4_0 as n and 8d)
         return 32 % B::group == 0 && (t == ggml_type::q4_0 || t == ggml_type::q4_1 || t == ggml_type::q4_k);
     else if constexpr (has_min<B>) return B::group == 16 || (B::group == 32 && t != ggml_type::q6_k);
     else if constexpr (B::per_word == 8 && B::group > 0) return t == ggml_type::q4_0 && 32 % B::group == 0;
@@ -262,24 +271,28 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
 
 // Block-format rows into the weight format that holds them as stored (the check accepted them):
 // each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q5_0: d, n − 16; Q8_0: d, q;
-// Q6_K: d·sc, q − 32; with a minimum: Q4_K's d·sc, n, dmin·m, Q4_0's d, n, 8d); a group shorter than
+// Q6_K: d·sc, q − 32; with a minimum: Q4_K's d·sc, n, dmin·m; unsigned levels: Q4_0's d, n, 8d,
+// Q5_0's d, n, 16d, Q6_K's d·sc, q, 32·d·sc — each product exact in float); a group shorter than
 // the file's run repeats its scale.
 template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
     for (auto& v : w.mins) v = 0;
-    constexpr std::size_t In = X::in_features, P = X::P, bits = 32 / P;
-    constexpr std::size_t G = X::format::group ? X::format::group : In;  // (ungrouped formats never hold blocks)
+    using F = typename X::format;
+    constexpr std::size_t In = X::in_features;
+    constexpr std::size_t G = F::group ? F::group : In;  // (ungrouped formats never hold blocks)
+    const ggml_type t = s.t->type;
+    // (levels from the minimum: a signed format's integers shifted up by its most negative one)
+    const int shift = !unsigned_levels<F> ? 0 : t == ggml_type::q4_0 ? 8 : t == ggml_type::q5_0 ? 16 : t == ggml_type::q6_k ? 32 : 0;
     for (std::size_t o = 0; o < X::out_features; ++o)
         for (std::size_t k = 0; k < In; ++k) {
             float scale, min = 0;
-            int q = has_min<typename X::format> ? affine_element(s.t->type, s.data, s.row(o) * In + k, scale, min)
-                                                : integer_element(s.t->type, s.data, s.row(o) * In + k, scale);
-            if (unsigned_levels<typename X::format> && s.t->type == ggml_type::q4_0) q += 8, min = 8 * scale;  // (exact: d·n − 8d = d·(n − 8))
+            int q = has_min<F> ? affine_element(t, s.data, s.row(o) * In + k, scale, min) : integer_element(t, s.data, s.row(o) * In + k, scale);
+            if (shift) q += shift, min = static_cast<float>(shift) * scale;
             if (k % G == 0) w.scales[X::scale_index(o, k)] = scale;
-            if constexpr (has_min<typename X::format>)
+            if constexpr (has_min<F>)
                 if (k % G == 0) w.mins[X::scale_index(o, k)] = min;
-            w.storage[X::word_index(o, k)] |= (static_cast<std::uint32_t>(q) & ((1u << bits) - 1)) << (k % P * bits);
+            w.set_field(o, k, q);
         }
 }
 // Element type T's writer, once per T (as state_dict.hpp's write_named).
