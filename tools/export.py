@@ -16,7 +16,7 @@ Supported (Debian's python3-torch only; no safetensors package needed):
     model.safetensors / pytorch_model.bin)                         -> ct::Llama<...>
 
 Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--config CONFIG.json]
-                    [--weights bf16 | int8_per_channel | int8_group<G> | int4_group<G>]
+                    [--weights bf16 | int8_per_channel | int8_group<G> | int6_group<G> | int4_group<G>]
           MODEL: a directory (Hugging Face), a file torch.load reads into a module, or a state_dict
           file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
           --weights: the weight matrices quantized exactly as ctformer quantizes at load, stored as
@@ -233,12 +233,13 @@ def parse_weights(w):
         return "dense", 0
     if w in ("bf16", "int8_per_channel"):
         return w, 0
-    for fmt, sizes in (("int4_group", (8, 16, 32, 64, 128, 256)), ("int8_group", (16, 32, 64, 128, 256))):
+    for fmt, sizes in (("int4_group", (8, 16, 32, 64, 128, 256)), ("int8_group", (16, 32, 64, 128, 256)),
+                       ("int6_group", (16, 32, 64, 128, 256))):
         g = w.replace(fmt, "").strip("<>")
         if w.startswith(fmt) and g.isdigit() and int(g) in sizes:
             return fmt, int(g)
-    raise ValueError("export: --weights is bf16, int8_per_channel, int8_group<G> (G in 16..256) or int4_group<G> "
-                     "(G in 8..256, a power of two)")
+    raise ValueError("export: --weights is bf16, int8_per_channel, int8_group<G> or int6_group<G> (G in 16..256), or "
+                     "int4_group<G> (G in 8..256), G a power of two")
 
 
 def quantize(name, w, fmt, group):
@@ -260,8 +261,11 @@ def quantize(name, w, fmt, group):
         q = torch.where(s[:, :, None] == 0, torch.zeros_like(g), torch.round(g / s.double()[:, :, None])).clamp(-127, 127)
         return {name: q.reshape(out_f, in_f).to(torch.int8), name + "_scale": s}
     m = torch.gather(g, 2, g.abs().argmax(dim=2, keepdim=True))  # the value of largest magnitude (first)
-    s = (m / -8).to(torch.float32)
-    q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-8, 7).to(torch.int16).reshape(out_f, in_f)
+    half = 32 if fmt == "int6_group" else 8  # (the largest magnitude at -half steps: Q4_0's rule; int6: a byte a weight in [-32, 31])
+    s = (m / -half).to(torch.float32)
+    q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-half, half - 1).to(torch.int16).reshape(out_f, in_f)
+    if fmt == "int6_group":
+        return {name: q.to(torch.int8), name + "_scale": s.reshape(out_f, in_f // group)}
     nib = q & 0xF
     return {name: (nib[:, 0::2] | (nib[:, 1::2] << 4)).to(torch.uint8), name + "_scale": s.reshape(out_f, in_f // group)}
 
@@ -351,7 +355,7 @@ def main(argv=None):
     ap.add_argument("--header", help="also write the C++ alias into this header")
     ap.add_argument("--name", default="Model", help="the alias's name")
     ap.add_argument("--config", help="for a state_dict file: a JSON object of ctformer's fields")
-    ap.add_argument("--weights", help="bf16, int8_per_channel, int8_group<G> or int4_group<G>: the weight matrices quantized")
+    ap.add_argument("--weights", help="bf16, int8_per_channel, int8_group<G>, int6_group<G> or int4_group<G>: the weight matrices quantized")
     a = ap.parse_args(argv)
     module = _HFLlama(a.model) if os.path.isdir(a.model) else torch.load(a.model)
     config = None

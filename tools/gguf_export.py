@@ -138,7 +138,7 @@ def alias(c, name="Model"):
 # ct::weights<...> keeping each weight matrix's tensors as stored (io/ggml_blocks.hpp's stored_formats)
 MATRICES = ["q", "k", "v", "o", "gate", "up", "down", "head"]
 MATRIX_KEYS = ["attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"]
-F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 8, 12, 14, 30
+F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16 = 0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30
 READ = {0, 1, 2, 3, 6, 7, 8, 12, 13, 14, 30}  # F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K BF16
 
 
@@ -149,10 +149,16 @@ def stored_format(types):  # the fewest bits a weight that holds every format in
         return "ct::bf16"
     if types & {F32, F16, BF16}:
         return "ct::dense"
-    for fmt, ok in (("ct::int4_group<32>", {Q4_0}), ("ct::int4_group_min<32>", {Q4_0, Q4_1, Q4_K}), ("ct::int8_group<32>", {Q4_0, Q5_0, Q8_0}),
-                    ("ct::int8_group<16>", {Q4_0, Q5_0, Q8_0, Q6_K})):
+    # (bits a weight: the integer's, and 32 a group for each scale and minimum; io/ggml_blocks.hpp's order)
+    for fmt, ok in (("ct::int4_group<32>", {Q4_0}), ("ct::int4_group_min<32>", {Q4_0, Q4_1, Q4_K}),
+                    ("ct::int6_group<32>", {Q4_0, Q5_0}), ("ct::int6_group<16>", {Q4_0, Q5_0, Q6_K}),
+                    ("ct::int6_group_min<32>", {Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K}), ("ct::int8_group<32>", {Q4_0, Q5_0, Q8_0})):
         if types <= ok:
             return fmt
+    if Q8_0 not in types:
+        return "ct::int6_group_min<16>"
+    if types <= {Q4_0, Q5_0, Q8_0, Q6_K}:
+        return "ct::int8_group<16>"
     return "ct::int8_group_min<16>" if Q6_K in types else "ct::int8_group_min<32>"
 
 

@@ -6,8 +6,8 @@
 //   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
 //                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
 // The files ctformer's quantized weights hold as stored (all-Q4_0: int4_group<32>; Q8_0:
-// int8_group<32>; Q6_K: int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M: int8_group_min<16>,
-// and per tensor as the exporter prints them; Q4_0 with its Q6_K head, per tensor) also run that way: weight-only (the dense model's logits
+// int8_group<32>; Q6_K: int6_group<16> and int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M:
+// int8_group_min<16>, and per tensor as the exporter prints them; Q4_0 with its Q6_K head, per tensor) also run that way: weight-only (the dense model's logits
 // to float rounding) and with int8 activations (llama.cpp's block-times-Q8 arithmetic; "vs dense
 // logits" is the measured difference).
 // Pass: float files (F32, F16, BF16): every position agrees or is a near-tie, ctformer's logit of
@@ -66,24 +66,28 @@ static Int8G32::Params int8g32;
 static Int8G32A8::Params int8g32_a8;
 static Int8G16::Params int8g16;
 static Int8G16A8::Params int8g16_a8;
+using Int6 = Agree<ct::int6_group<16>>;
+using Int6A8 = Agree<ct::int6_group<16>, ct::int8_activations>;
+static Int6::Params int6;
+static Int6A8::Params int6_a8;
 // ... and the files that mix formats (Q4_K_M: Q4_K and Q6_K) into int8_group_min<16>: every block format as stored
 using Int8GM = Agree<ct::int8_group_min<16>>;
 using Int8GMA8 = Agree<ct::int8_group_min<16>, ct::int8_activations>;
 static Int8GM::Params int8gm;
 static Int8GMA8::Params int8gm_a8;
 // ... and each matrix in its own format, as tools/export.py and gguf_info print them for the k-quant
-// mixes (Q4_K in int4_group_min<32>, Q5_K in int8_group_min<32>, the Q6_K layers' v and down in
-// int8_group_min<16>, the Q6_K head in int8_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
-template <class F, class... A> using KMix = Agree<F, A..., ct::v_weights<ct::int8_group_min<16>>, ct::down_weights<ct::int8_group_min<16>>,
-                                                  ct::head_weights<ct::int8_group<16>>>;
+// mixes (Q4_K in int4_group_min<32>, Q5_K in int6_group_min<32>, v and down — Q6_K in some layers —
+// in int6_group_min<16>, the Q6_K head in int6_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
+template <class F, class... A> using KMix = Agree<F, A..., ct::v_weights<ct::int6_group_min<16>>, ct::down_weights<ct::int6_group_min<16>>,
+                                                  ct::head_weights<ct::int6_group<16>>>;
 using PerTensor = KMix<ct::int4_group_min<32>>;
 using PerTensorA8 = KMix<ct::int4_group_min<32>, ct::int8_activations>;
-using PerTensor5 = KMix<ct::int8_group_min<32>>;
-using PerTensor5A8 = KMix<ct::int8_group_min<32>, ct::int8_activations>;
+using PerTensor5 = KMix<ct::int6_group_min<32>>;
+using PerTensor5A8 = KMix<ct::int6_group_min<32>, ct::int8_activations>;
 static PerTensor5::Params per_tensor5;
 static PerTensor5A8::Params per_tensor5_a8;
-using Q40Mix = Agree<ct::int4_group<32>, ct::head_weights<ct::int8_group<16>>>;
-using Q40MixA8 = Agree<ct::int4_group<32>, ct::int8_activations, ct::head_weights<ct::int8_group<16>>>;
+using Q40Mix = Agree<ct::int4_group<32>, ct::head_weights<ct::int6_group<16>>>;
+using Q40MixA8 = Agree<ct::int4_group<32>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>;
 static PerTensor::Params per_tensor;
 static PerTensorA8::Params per_tensor_a8;
 static Q40Mix::Params q40_mix;
@@ -227,7 +231,8 @@ int main(int argc, char** argv) {
         if (file == "agree_q8_0.gguf")
             ok = stored(int8g32, int8g32_a8, "int8_group<32>", std::type_identity<Int8G32>{}, std::type_identity<Int8G32A8>{});
         if (file == "agree_q6_k.gguf")
-            ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{});
+            ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{}) &&
+                 stored(int6, int6_a8, "int6_group<16>", std::type_identity<Int6>{}, std::type_identity<Int6A8>{});
         if (file == "agree_q4_k_m.gguf" || file == "agree_q5_k_m.gguf")
             ok = stored(int8gm, int8gm_a8, "int8_group_min<16>", std::type_identity<Int8GM>{}, std::type_identity<Int8GMA8>{});
         if (ok && (file == "agree_q4_k_m.gguf" || file == "agree_ct_q4_k_m.gguf"))
