@@ -45,10 +45,15 @@ using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activa
 // llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
 using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
 using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
-// llama.cpp's Q4_K_M mix as stored, per tensor as tools/export.py prints it (stories15M: Q5_0 and Q8_0 in
-// int8_group<32>, the Q4_K/Q6_K down projections in int8_group_min<16>)
-using StoriesQ4KM = Stories<6, ct::weights<ct::int8_group<32>, ct::down_weights<ct::int8_group_min<16>>>>;
-using StoriesQ4KMA8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int8_group_min<16>>>>;
+// llama.cpp's Q4_K_M mix as stored, per tensor as tools/export.py prints it (stories15M: the Q5_0 matrices in
+// int6_group<32>, the Q8_0 ones in int8_group<32>, the Q4_K/Q6_K down projections in int6_group_min<16>)
+template <class... A>
+using StoriesQ4KMAs = Stories<6, ct::weights<ct::int6_group<32>, A..., ct::v_weights<ct::int8_group<32>>, ct::down_weights<ct::int6_group_min<16>>,
+                                             ct::head_weights<ct::int8_group<32>>>>;
+using StoriesQ4KM = StoriesQ4KMAs<>;
+using StoriesQ4KMA8 = StoriesQ4KMAs<ct::int8_activations>;
+// (the 37th session's alias, before the six-bit formats: every matrix but down in int8_group<32>)
+using StoriesQ4KMInt8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int8_group_min<16>>>>;
 // (the file in one format that holds every tensor: the 33rd session's form, for the comparison)
 using StoriesQ4KMOneA8 = Stories<6, ct::weights<ct::int8_group_min<16>, ct::int8_activations>>;
 // A model whose quantized weights exceed the last-level cache: Q8_0 as stored, with int8 activations
@@ -191,6 +196,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KM>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
+    add("decode/stories15M_q4_k_m_int8_a8/generate",
+        [](benchmark::State& st) { BM_generate<StoriesQ4KMInt8A8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_one_format_a8/generate",
         [](benchmark::State& st) { BM_generate<StoriesQ4KMOneA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
@@ -219,6 +226,7 @@ int main(int argc, char** argv) {
     add("decode/stories15M_q8_0/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
+    add("decode/stories15M_q4_k_m_int8_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMInt8A8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf", 2); });
     add("decode/stories15M_q8_0_a8_t2/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf", 2); });
     add("decode/stories15M_int4_a8_t2/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf", 2); });

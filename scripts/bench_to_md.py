@@ -60,7 +60,7 @@ QUANT_MODELS = (("stories15M_bf16", None), ("stories15M_int8", "stories15M_q8_0"
                 ("stories15M_int8_a8", "stories15M_q8_0"), ("stories15M_int4_a8", "stories15M_q4_0"),
                 ("stories15M_q8_0", "stories15M_q8_0"), ("stories15M_q8_0_a8", "stories15M_q8_0"),
                 ("stories15M_q4_k_m", "stories15M_q4_k_m"), ("stories15M_q4_k_m_a8", "stories15M_q4_k_m"),
-                ("stories15M_q4_k_m_one_format_a8", "stories15M_q4_k_m"))
+                ("stories15M_q4_k_m_int8_a8", "stories15M_q4_k_m"), ("stories15M_q4_k_m_one_format_a8", "stories15M_q4_k_m"))
 PEER_OF = dict(QUANT_MODELS)
 def decode_ratio(model, kind):  # ctformer's tokens/s (generate) or speed (prefill) over llama.cpp's
     b, l = decode.get("decode/%s/%s" % (model, kind)), llamacpp.get("models", {}).get(PEER_OF.get(model, model))
@@ -428,8 +428,10 @@ if decode:
       "themselves (ct::load_gguf: into int4_group<32> and int8_group<32> as stored), so both programs run the "
       "same file; stories15M_q4_k_m reads llama.cpp's Q4_K_M mix (tools/gguf_write.py, llama.cpp's quantize "
       "tool's bytes: Q5_0, Q4_K, Q6_K and Q8_0 tensors) as stored with a format per weight matrix, as "
-      "tools/export.py prints it (int8_group<32>, the down projections int8_group_min<16>; "
-      "stories15M_q4_k_m_one_format_a8: the whole file in int8_group_min<16>); "
+      "tools/export.py prints it (the Q5_0 matrices int6_group<32>, the Q8_0 ones int8_group<32>, the "
+      "Q4_K/Q6_K down projections int6_group_min<16>; stories15M_q4_k_m_int8_a8: the 37th session's alias, "
+      "int8_group<32> and down int8_group_min<16>; stories15M_q4_k_m_one_format_a8: the whole file in "
+      "int8_group_min<16>); "
       "the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
       "no llama.cpp peer here.\n")
     p("| model | ctformer tokens/s | llama.cpp tokens/s | ratio | ctformer prefill | llama.cpp prefill | ratio |")
