@@ -252,7 +252,7 @@ TEST_CASE("no heap allocation with adapters on a cross-attention stack: train, f
     CHECK(n == 0);
 }
 
-TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format") {
+TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format; six-bit weights run") {
     using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
     using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
     static M::Params p, back;
@@ -260,6 +260,17 @@ TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, n
     using Mixed = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>,
                             ct::weights<ct::int4_group_min<32>, ct::int8_activations, ct::head_weights<ct::int8_group<32>>>>;
     static Mixed::Params mixed;
+    // (six-bit weights: Q4_0 as levels with a minimum, its head as int6; then a forward and a generate on them)
+    using Six = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>,
+                          ct::weights<ct::int6_group_min<16>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>>;
+    static Six::Params six;
+    static Six::Workspace<2, 8> six_ws;
+    static Six::GenerateWorkspace<4> six_gen;
+    static Six::KVCache<1, 8> six_cache;
+    static ct::Tensor<ct::token, 2, 8> six_tok;
+    static ct::Tensor<float, 2, 8, 13> six_logits;
+    for (std::size_t i = 0; i < six_tok.size; ++i) six_tok.storage[i] = static_cast<ct::token>(i * 3 % 13);
+    const ct::token prompt[3] = {1, 2, 3};
     ref::randomize(p, 9);
     // p as llama.cpp's GGUF, F32 (quantized to int4 at load) and Q4_0 (into int4 as stored): written before counting
     const std::vector<std::byte> file = test::llama_gguf<M>(p).bytes(), q4 = test::llama_gguf<M>(p, test::gguf_store::q4_0).bytes();
@@ -272,6 +283,8 @@ TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, n
         ok = ok && ct::load_gguf(q, g).ok();
         ok = ok && g4.parse(q4).ok() && ct::load_gguf(q, g4).ok() && ct::load_gguf(back, g4).ok();
         ok = ok && ct::load_gguf(mixed, g4).ok();  // (per-tensor formats: 4-bit levels with minimums, int8 groups)
+        ok = ok && ct::load_gguf(six, g4).ok() && Six::forward(six, six_ws, six_tok, six_logits).ok();
+        ok = ok && Six::generate(six, six_gen, six_cache, prompt, 3, 4, ct::sampling{.temperature = 0}, [](ct::token) { return true; }).ok();
     });
     CHECK(ok);
     CHECK(n == 0);

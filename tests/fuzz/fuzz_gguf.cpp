@@ -1,7 +1,7 @@
 // libFuzzer target for the GGUF reader (io/gguf.hpp) and the loader (io/gguf_load.hpp): any byte
 // string parses or returns an error leaving the index empty; a parsed file's every key, value,
 // array element and tensor byte is read without leaving the buffer; a parsed file loads into a
-// small Llama (dense, and int4) or returns an error having written nothing (ASan + UBSan in CI;
+// small Llama (dense, int4, and six-bit levels: every block format but Q8_0 as stored) or returns an error having written nothing (ASan + UBSan in CI;
 // seeds in tests/fuzz/corpus_gguf: tiny_llama_*.gguf are that Llama in F32, Q8_0 and Q4_0, written
 // by benchmarks/llama_cpp/write_models.py's write_gguf).
 #include <cstddef>
@@ -22,8 +22,11 @@ using Dense = ctformer::Llama<16, 8, 1, ctformer::d_model<32>, ctformer::heads<4
                               ctformer::norm_eps<1, 100000>>;
 using Int4 = ctformer::Llama<16, 8, 1, ctformer::d_model<32>, ctformer::heads<4>, ctformer::kv_heads<2>, ctformer::ffn_dim<64>,
                              ctformer::norm_eps<1, 100000>, ctformer::weights<ctformer::int4_group<32>>>;
+using Int6 = ctformer::Llama<16, 8, 1, ctformer::d_model<32>, ctformer::heads<4>, ctformer::kv_heads<2>, ctformer::ffn_dim<64>,
+                             ctformer::norm_eps<1, 100000>, ctformer::weights<ctformer::int6_group_min<16>>>;
 Dense::Params dense;
 Int4::Params int4;
+Int6::Params int6;
 
 // load_gguf into p: on an error, p's bytes are as they were (a pattern set before)
 template <class P> unsigned load_all_or_nothing(P& p) {
@@ -60,6 +63,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const gg::tensor_info& t = g.tensor(i);
         if (t.bytes) sum += static_cast<unsigned>(g.data(t)[0]) + static_cast<unsigned>(g.data(t)[t.bytes - 1]);
     }
-    sum += load_all_or_nothing(dense) + load_all_or_nothing(int4);
+    sum += load_all_or_nothing(dense) + load_all_or_nothing(int4) + load_all_or_nothing(int6);
     return sum == 0xFFFFFFFFu;  // (keeps the reads)
 }

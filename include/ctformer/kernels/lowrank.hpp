@@ -125,9 +125,9 @@ template <class T, std::size_t N> struct broadcast_tile {
         constexpr std::size_t J = W / G;  // columns a block covers
         for (std::size_t j0 = 0; j0 < N; j0 += J)
             cols.segments(K, j0, [&](std::size_t k, std::size_t len, const T* p, std::size_t ldb) {  // (k: a multiple of G)
-                std::size_t t = 0;
-                for (; t + W <= len; t += W) block(p + t, ldb, packed + (k + t) * N + j0 * G);
-                for (; t < len; ++t)
+                const std::size_t whole = len / W * W;
+                for (std::size_t t = 0; t < whole; t += W) block(p + t, ldb, packed + (k + t) * N + j0 * G);
+                for (std::size_t t = whole; t < len; ++t)
                     for (std::size_t jj = 0; jj < J; ++jj) packed[(k + t) / G * N * G + (j0 + jj) * G + (k + t) % G] = p[jj * ldb + t];
             });
         if (G == 2 && K % 2)
