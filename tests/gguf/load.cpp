@@ -150,6 +150,17 @@ template <class P> void fill_random(P& p, unsigned seed) {
 
 // A block-format file into the weight format that holds it as stored and into dense weights: the
 // same values (Q4_0: scale d, integers n - 8; Q8_0: d, q).
+// load_gguf(p, g) is wrong_dtype naming `what`, and p's bytes are as they were (a pattern set before).
+template <class P, class G> void refused_untouched(P& p, const G& g, std::string_view what) {
+    std::memset(static_cast<void*>(&p), 0x5a, sizeof p);
+    const ct::status st = ct::load_gguf(p, g);
+    CHECK(st.code == ct::errc::wrong_dtype);
+    CHECK(std::string(st.tensor_name()) == what);
+    const auto* raw = reinterpret_cast<const unsigned char*>(&p);
+    std::size_t touched = 0;
+    for (std::size_t i = 0; i < sizeof p; ++i) touched += raw[i] != 0x5a;
+    CHECK(touched == 0);
+}
 template <class Q, class D = Wide<>> void as_stored_equals_dense(const std::vector<std::byte>& bytes, typename D::Params&) {
     static typename D::Params dense;
     static typename Q::Params q;
@@ -291,14 +302,7 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     CHECK(worst <= 1e-5 * std::max(1.0, top));
     // a matrix whose format cannot hold its tensors (Q4_1's minimum in int8_group<32>): wrong_dtype naming it, nothing written
     static Wide<ct::weights<ct::int8_group<32>>>::Params plain;
-    std::memset(static_cast<void*>(&plain), 0x5a, sizeof plain);
-    const ct::status st = ct::load_gguf(plain, g);
-    CHECK(st.code == ct::errc::wrong_dtype);
-    CHECK(std::string(st.tensor_name()) == "blk.0.ffn_down.weight: Q4_1 into a quantized weight format");
-    const auto* raw = reinterpret_cast<const unsigned char*>(&plain);
-    std::size_t touched = 0;
-    for (std::size_t i = 0; i < sizeof plain; ++i) touched += raw[i] != 0x5a;
-    CHECK(touched == 0);
+    refused_untouched(plain, g, "blk.0.ffn_down.weight: Q4_1 into a quantized weight format");
 }
 
 namespace {
@@ -365,14 +369,7 @@ TEST_CASE("gguf load: the k-quants in six-bit weights as stored (Q6_K, Q5_K, Q4_
     CHECK(differing(back, m) == 0);
     // a format that cannot hold them: wrong_dtype naming the tensor, nothing written
     static KQ<ct::weights<ct::int6_group<16>>>::Params plain;
-    std::memset(static_cast<void*>(&plain), 0x5a, sizeof plain);
-    const ct::status st = ct::load_gguf(plain, g);
-    CHECK(st.code == ct::errc::wrong_dtype);
-    CHECK(std::string(st.tensor_name()) == "blk.0.attn_q.weight: Q4_K into a quantized weight format");
-    const auto* raw = reinterpret_cast<const unsigned char*>(&plain);
-    std::size_t touched = 0;
-    for (std::size_t i = 0; i < sizeof plain; ++i) touched += raw[i] != 0x5a;
-    CHECK(touched == 0);
+    refused_untouched(plain, g, "blk.0.attn_q.weight: Q4_K into a quantized weight format");
     static KQ<ct::weights<ct::int6_group_min<32>>>::Params thirty_two;  // (Q6_K's runs are 16)
     CHECK(ct::load_gguf(thirty_two, g).code == ct::errc::wrong_dtype);
 }
