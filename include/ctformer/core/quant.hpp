@@ -142,7 +142,7 @@ template <class F> inline constexpr bool has_min = requires { F::has_min; };
 template <class F> inline constexpr bool unsigned_levels = requires { F::unsigned_levels; };
 // Whether F keeps its fields' top bits in a high plane (int6_group, int6_group_min).
 template <class F> inline constexpr bool has_high_plane = requires { F::high_bits; };
-// The bits of F's integers (int8 4, int6 6, int4 8 a word).
+// The bits of one of F's integers: a word's share, and the high plane's two (int8 8, int6 6, int4 4).
 template <class F> inline constexpr std::size_t level_bits = 32 / F::per_word + (has_high_plane<F> ? 2 : 0);
 
 namespace quant {
