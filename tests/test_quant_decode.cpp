@@ -185,11 +185,12 @@ void reference_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, 
         scale[b] = m / 127.f, sum[b] = total;
     }
 }
-TEST_CASE_TEMPLATE("quant int8: the row quantizer = its one-block-at-a-time reference, bit for bit (any number of blocks, NaN and inf rows)",
+TEST_CASE_TEMPLATE("quant int8: the row quantizer = its one-block-at-a-time reference, bit for bit (any number of blocks of 32 or 16, NaN and inf rows)",
                    Fmt, I8, I4) {
+    for (std::size_t B : {32, 16}) {
     for (std::size_t blocks : {1, 2, 9, 15, 16, 17, 24, 33}) {
         for (int bad = 0; bad < 3; ++bad) {  // finite; a NaN in the last block; an inf in the first
-            const std::size_t K = blocks * 32;
+            const std::size_t K = blocks * B;
             std::vector<float> x = random_values(K, unsigned(blocks * 3 + bad), 4.f);
             for (std::size_t k = 32; k < 64 && k < K; ++k) x[k] = 0;  // a zero block
             if (bad == 1) x[K - 5] = std::numeric_limits<float>::quiet_NaN();
@@ -197,13 +198,14 @@ TEST_CASE_TEMPLATE("quant int8: the row quantizer = its one-block-at-a-time refe
             std::vector<std::int8_t> q(K), rq(K);
             std::vector<float> s(blocks), rs(blocks);
             std::vector<std::int32_t> t(blocks), rt(blocks);
-            ck::quantize_row_q8<Fmt>(x.data(), K, 32, q.data(), s.data(), t.data());
-            reference_q8<Fmt>(x.data(), K, 32, rq.data(), rs.data(), rt.data());
-            INFO(blocks << " blocks, case " << bad);
+            ck::quantize_row_q8<Fmt>(x.data(), K, B, q.data(), s.data(), t.data());
+            reference_q8<Fmt>(x.data(), K, B, rq.data(), rs.data(), rt.data());
+            INFO(blocks << " blocks of " << B << ", case " << bad);
             CHECK(q == rq);
             CHECK(t == rt);
             CHECK(std::memcmp(s.data(), rs.data(), blocks * sizeof(float)) == 0);  // (NaN bits included)
         }
+    }
     }
 }
 

@@ -100,17 +100,18 @@ template <bool EvensFirst> inline void store_q8(const std::int32_t* qi, std::siz
     }
 }
 #if CTFORMER_XSIMD
-// quantize_row_q8's values for blocks of 32 (whole vectors), a vector's width of blocks at a time:
+// quantize_row_q8's values for blocks of B = 32 or 16 (whole vectors), a vector's width of blocks at a time:
 // their maxima reduced together (one butterfly for all), their sums likewise; no block's chain
 // waits for another's. false (nothing meaningful written) where
 // the row holds NaN or inf, whose blocks the one-block-at-a-time path handles.
-template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t K, std::int8_t* q, float* scale, std::int32_t* sum) {
+template <class Fmt, std::size_t B>
+inline bool quantize_row_q8_blocks(const float* x, std::size_t K, std::int8_t* q, float* scale, std::int32_t* sum) {
     using vt = simd::vec<float>;
-    constexpr std::size_t W = simd::width<float>, NV = 32 / W;
+    constexpr std::size_t W = simd::width<float>, NV = B / W;
     constexpr bool shuffled = Fmt::per_word == 8 && simd::lane_shuffle8;  // (int4's order by a lane shuffle)
-    const std::size_t blocks = K / 32;
+    const std::size_t blocks = K / B;
     alignas(64) float inv[W], step[W], total[W];
-    alignas(64) std::int32_t qi[32];
+    alignas(64) std::int32_t qi[B];
     for (std::size_t b0 = 0; b0 < blocks; b0 += W) {
         const std::size_t n = blocks - b0 < W ? blocks - b0 : W;
         vt m[W];
@@ -121,7 +122,7 @@ template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t 
             if (j < n)
 #pragma GCC unroll 8
                 for (std::size_t i = 0; i < NV; ++i) {
-                    const vt a = xsimd::abs(simd::load(x + (b0 + j) * 32 + i * W));
+                    const vt a = xsimd::abs(simd::load(x + (b0 + j) * B + i * W));
                     m[j] = xsimd::max(m[j], a);
                     finite = finite && a <= vt(std::numeric_limits<float>::max());
                 }
@@ -138,14 +139,14 @@ template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t 
             if (j < n) {
 #pragma GCC unroll 8
                 for (std::size_t i = 0; i < NV; ++i) {
-                    simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * 32 + i * W) * vt(inv[j]));
+                    simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * B + i * W) * vt(inv[j]));
                     tj = tj + r;
                     if constexpr (shuffled) r = simd::evens_first8(r);
                     r.store_aligned(qi + i * W);
                 }
-                store_q8<Fmt::per_word == 8 && !shuffled>(qi, 32, q + (b0 + j) * 32);
+                store_q8<Fmt::per_word == 8 && !shuffled>(qi, B, q + (b0 + j) * B);
             }
-            t[j] = xsimd::to_float(tj);  // (|Σ| <= 32 · 127: exact)
+            t[j] = xsimd::to_float(tj);  // (|Σ| <= B · 127: exact)
         }
         simd::hsum_lanes<float>(t).store_aligned(total);
         for (std::size_t j = 0; j < n; ++j) scale[b0 + j] = step[j], sum[b0 + j] = static_cast<std::int32_t>(total[j]);
@@ -160,8 +161,10 @@ template <class Fmt> inline bool quantize_row_q8_32(const float* x, std::size_t 
 template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, std::size_t B, std::int8_t* q, float* scale,
                                                  std::int32_t* sum) {
 #if CTFORMER_XSIMD
-    if constexpr (simd::vectorized<float> && 32 % simd::width<float> == 0)
-        if (B == 32 && detail::quantize_row_q8_32<Fmt>(x, K, q, scale, sum)) return;
+    if constexpr (simd::vectorized<float> && 16 % simd::width<float> == 0) {
+        if (B == 32 && detail::quantize_row_q8_blocks<Fmt, 32>(x, K, q, scale, sum)) return;
+        if (B == 16 && detail::quantize_row_q8_blocks<Fmt, 16>(x, K, q, scale, sum)) return;
+    }
 #endif
     alignas(64) std::int32_t qi[32];
     for (std::size_t k0 = 0, blk = 0; k0 < K; k0 += B, ++blk) {
