@@ -4,6 +4,7 @@
 // of every quantized weight, copied into the dense type): ctformer matches it at the float
 // tolerance. The models: tests/test_quant_models.cpp. The error against PyTorch's own
 // (unquantized) outputs is printed per format (docs/quantization.md).
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -15,6 +16,10 @@
 
 #include "quant_fixture.hpp"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace {
 using namespace quant_test;
 }  // namespace
@@ -23,8 +28,12 @@ using namespace quant_test;
 
 TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero rows and a huge value", Fmt, ct::bf16,
                    ct::int8_per_channel, ct::int8_group<16>, ct::int8_group_min<32>, ct::int4_group<32>, ct::int4_group_min<32>,
-                   ct::int6_group<16>, ct::int6_group_min<32>) {
-    // (int4, int6: the largest magnitude to -2^(bits-1) steps, Q4_0's rule; levels: from the minimum)
+                   ct::int6_group<16>, ct::int6_group_min<32>, ct::int8_group<32, ct::f16>, ct::int4_group_min<32, ct::f16>,
+                   ct::int6_group<16, ct::f16>) {
+    // (int4, int6: the largest magnitude to -2^(bits-1) steps, Q4_0's rule; levels: from the minimum;
+    // ct::f16 scales: the rule's scale rounded to a half, the integers from the rounded scale)
+    constexpr double scale_eps = ct::half_scales<Fmt> ? 0x1p-11 : 1e-6;
+    auto scale = [](auto s) { return double(ct::quant::scale_value(s)); };
     constexpr bool int4 = Fmt::per_word == 8 && !ct::unsigned_levels<Fmt>, levels = ct::unsigned_levels<Fmt>;
     constexpr double half = double(1u << (ct::level_bits<Fmt> - 1)), top = double((1u << ct::level_bits<Fmt>) - 1);
     constexpr std::size_t Out = 37, In = 64;  // (37: a partial panel on every ISA)
@@ -32,7 +41,8 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
     static W w;
     std::vector<float> v = random_values(Out * In, 3);
     for (std::size_t k = 0; k < In; ++k) v[5 * In + k] = 0;  // an all-zero row
-    v[9 * In + 40] = 1e30f;                                  // one huge value
+    const float huge = ct::half_scales<Fmt> ? 2e5f : 1e30f;  // (halves: a scale within 65504)
+    v[9 * In + 40] = huge;                                   // one huge value
     w.quantize([&](std::size_t i) { return v[i]; });
     for (std::size_t o = 0; o < Out; ++o)
         for (std::size_t k = 0; k < In; ++k) {
@@ -43,13 +53,13 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
                 bound = std::fabs(x) * 0x1p-8;  // round to nearest with 8 significant bits
             } else {  // half a step; int4: a step where Q4_0's rule clips (a value of the opposite sign
                       // near the group's extreme would need +8 steps: it gets 7)
-                bound = (int4 ? 1.0 : 0.5) * std::fabs(double(w.scales[W::scale_index(o, k)])) * (1 + 1e-6);
+                bound = (int4 ? 1.0 : 0.5) * std::fabs(scale(w.scales[W::scale_index(o, k)])) * (1 + 1e-6);
             }
             INFO("o " << o << " k " << k << ": " << x << " -> " << y);
             REQUIRE(std::fabs(x - y) <= bound);
         }
     for (std::size_t k = 0; k < In; ++k) CHECK(w.get(5 * In + k) == 0.f);
-    CHECK(std::fabs(w.get(9 * In + 40) - 1e30) <= 1e30 * 0x1p-8);
+    CHECK(std::fabs(w.get(9 * In + 40) - huge) <= huge * 0x1p-8);
     // every other value in the huge value's row (int8) or group (int4) rounds to zero (levels from
     // the minimum: to the group's minimum)
     if constexpr (!std::is_same_v<Fmt, ct::bf16>) {
@@ -57,15 +67,15 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         float lo = 0;
         for (std::size_t k = k0; k < k1; ++k) lo = std::min(lo, v[9 * In + k]);
         for (std::size_t k = k0; k < k1; ++k)
-            if (k != 40) CHECK(w.get(9 * In + k) == (levels ? lo : 0.f));
+            if (k != 40) CHECK(w.get(9 * In + k) == doctest::Approx(levels ? lo : 0.f).epsilon(scale_eps));
     }
     // levels from the minimum use all 16 (64) (llama.cpp's Q4_1 rule): s = (max - min) / 15 (63), m = -min
     if constexpr (levels) {
         const std::size_t o = 2;
         double lo = v[o * In], hi = lo;
         for (std::size_t k = 0; k < Fmt::group; ++k) lo = std::min(lo, double(v[o * In + k])), hi = std::max(hi, double(v[o * In + k]));
-        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx((hi - lo) / top).epsilon(1e-6));
-        CHECK(double(w.mins[W::scale_index(o, 0)]) == doctest::Approx(-lo).epsilon(1e-6));
+        CHECK(scale(w.scales[W::scale_index(o, 0)]) == doctest::Approx((hi - lo) / top).epsilon(scale_eps));
+        CHECK(scale(w.mins[W::scale_index(o, 0)]) == doctest::Approx(-lo).epsilon(scale_eps));
     }
     // int4 uses all 16 levels: the value of largest magnitude is -8 steps exactly (Q4_0's rule); int8
     // groups put it at ±127 steps (Q8_0's rule)
@@ -73,13 +83,13 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
         const std::size_t o = 2;
         double m = 0;
         for (std::size_t k = 0; k < Fmt::group; ++k) m = std::max(m, std::fabs(double(v[o * In + k])));
-        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / 127).epsilon(1e-6));
+        CHECK(scale(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / 127).epsilon(scale_eps));
     }
     if constexpr (int4) {
         const std::size_t o = 2;
         double m = 0;
         for (std::size_t k = 0; k < Fmt::group; ++k) m = std::fabs(v[o * In + k]) > std::fabs(m) ? v[o * In + k] : m;
-        CHECK(double(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / -half).epsilon(1e-6));
+        CHECK(scale(w.scales[W::scale_index(o, 0)]) == doctest::Approx(m / -half).epsilon(scale_eps));
     }
     // every field reads back as written: set_field and field over the high plane too
     for (std::size_t o = 0; o < Out; o += 7)
@@ -91,6 +101,71 @@ TEST_CASE_TEMPLATE("quant: round trip within half a step of each scale; zero row
             x.set_field(o, k, static_cast<std::int32_t>(f));
             CHECK(x.field(o, k) == f);
         }
+}
+
+TEST_CASE("quant: halves (ct::f16 scales): every half widens exactly, floats round to the nearest half, ties to even") {
+    // the reference: the definition (sign, 5-bit exponent biased by 15, 10-bit mantissa) in double
+    auto value = [](std::uint32_t h) {
+        const std::uint32_t e = h >> 10 & 31, m = h & 0x3ff;
+        const double mag = e == 0 ? std::ldexp(double(m), -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(double(1024 + m), int(e) - 25);
+        return h & 0x8000 ? -mag : mag;
+    };
+    alignas(64) std::uint16_t all[65536];
+    for (std::uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<std::uint16_t>(h);
+    std::size_t wrong = 0, unround = 0, vec_wrong = 0;
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+        const double want = value(h), got = ct::simd::half_value(all[h]);
+        if (!(got == want || (got != got && want != want))) ++wrong;
+        if (want == want && ct::simd::half_bits(static_cast<float>(want)) != h) ++unround;  // (every half rounds to itself)
+    }
+    constexpr std::size_t W = ct::simd::width<float>;
+    for (std::size_t i = 0; i < 65536; i += W) {  // the vector widening (F16C, NEON or integer ops) = the scalar one
+        float lanes[W];
+        ct::simd::store(lanes, ct::simd::load_half(all + i));
+        for (std::size_t j = 0; j < W; ++j) {
+            const float want = ct::simd::half_value(all[i + j]);
+            if (std::memcmp(&lanes[j], &want, 4) != 0 && !(want != want && lanes[j] != lanes[j])) ++vec_wrong;
+        }
+    }
+    CHECK(wrong == 0u);
+    CHECK(unround == 0u);
+    CHECK(vec_wrong == 0u);
+    // floats between halves: the nearer one, ties to the even mantissa; past 65520 inf; tiny: zero
+    std::mt19937 gen(11);
+    std::size_t not_nearest = 0, not_hardware = 0;
+    for (int i = 0; i < 200000; ++i) {
+        const float x = std::bit_cast<float>((static_cast<std::uint32_t>(gen()) & 0x47ffffffu) | (i % 2 ? 0x80000000u : 0u));
+        const std::uint16_t h = ct::simd::half_bits(x);
+#if defined(__F16C__)
+        if (h != _cvtss_sh(x, 0)) ++not_hardware;  // (the x86 conversion instruction, round to nearest even)
+#endif
+        if ((h & 0x7fffu) == 0x7c00u) {  // inf: only from 65520 on
+            if (std::fabs(x) < 65520.f) ++not_nearest;
+            continue;
+        }
+        const double d = std::fabs(double(x) - value(h));
+        for (int step : {-1, 1}) {
+            const std::uint32_t n = (h & 0x7fffu) + step;
+            if (n > 0x7c00u) continue;
+            const double dn = std::fabs(double(x) - value(n | (h & 0x8000u)));
+            if (dn < d || (dn == d && (h & 1))) ++not_nearest;
+        }
+    }
+    CHECK(not_nearest == 0u);
+    CHECK(not_hardware == 0u);
+    CHECK(ct::simd::half_bits(65504.f) == 0x7bffu);
+    CHECK(ct::simd::half_bits(65519.f) == 0x7bffu);
+    CHECK(ct::simd::half_bits(65520.f) == 0x7c00u);
+    CHECK(ct::simd::half_bits(-0x1p-25f) == 0x8000u);              // a tie: to zero (even)
+    CHECK(ct::simd::half_bits(0x1.8p-25f) == 0x0001u);             // past the tie: the smallest subnormal
+    CHECK(ct::simd::half_bits(0x1.ff8p-15f) == 0x03ffu);           // the largest subnormal
+    CHECK(ct::simd::half_bits(0x1.ffcp-15f) == 0x0400u);           // a tie between it and 2^-14: even
+    CHECK((ct::simd::half_bits(NAN) & 0x7e00u) == 0x7e00u);
+    // a format's scale saturates at the largest half, never inf
+    static ct::QuantizedWeight<ct::int8_group<16, ct::f16>, 1, 16> big;
+    big.quantize([](std::size_t i) { return i == 3 ? 1e30f : 1.f; });
+    CHECK(big.scales[0] == 0x7bffu);
+    CHECK(big.get(3) == 65504.f * 127);
 }
 
 TEST_CASE("quant: bf16 rounds to nearest even") {
@@ -139,7 +214,7 @@ template <class Fmt, std::size_t N, std::size_t K> void kernel_case() {
 // compiled once per format and activation, and this suite is built for every ISA in CI)
 TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized product", Fmt, ct::bf16,
                    ct::int8_per_channel, ct::int8_group<32>, ct::int8_group_min<16>, ct::int4_group<16>, ct::int4_group_min<16>,
-                   ct::int6_group<16>, ct::int6_group_min<32>) {
+                   ct::int6_group<16>, ct::int6_group_min<32>, ct::int8_group<32, ct::f16>, ct::int4_group_min<16, ct::f16>) {
     kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 320>();  // two K blocks, an edge panel
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }
@@ -224,7 +299,8 @@ TEST_CASE("quant: NaN or inf in the float source is an error at load and nothing
 template <class P> bool same_storage(const P& a, const P& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 TEST_CASE_TEMPLATE("quant: saved as stored (packed values and scales), loaded back exactly; errors in a stored file", Fmt,
-                   ct::bf16, ct::int8_per_channel, ct::int4_group<16>, ct::int6_group<16>, ct::int6_group_min<16>) {
+                   ct::bf16, ct::int8_per_channel, ct::int4_group<16>, ct::int6_group<16>, ct::int6_group_min<16>,
+                   ct::int4_group_min<16, ct::f16>) {
     using LQ = CrossQ<Fmt>;
     static typename LQ::Params q, r;
     constexpr bool int4 = Fmt::per_word == 8 && !ct::has_high_plane<Fmt>;  // (int6: a byte a weight)
@@ -241,6 +317,7 @@ TEST_CASE_TEMPLATE("quant: saved as stored (packed values and scales), loaded ba
     CHECK(w->shape[0] == 32u);  // linear1: (ffn 32, d_model 16); int4: two inputs a byte
     CHECK(w->shape[1] == (int4 ? 8u : 16u));
     CHECK((f.find("linear1.weight_scale") != nullptr) == Fmt::scaled);
+    if constexpr (Fmt::scaled) CHECK(f.find("linear1.weight_scale")->type == (ct::half_scales<Fmt> ? D::F16 : D::F32));
     REQUIRE(ct::load_state_dict(r, f).ok());
     CHECK(same_storage(q, r));
     // a stored file and a float file of the same weights load the same (the quantizer is the same)

@@ -149,10 +149,13 @@ def stored_format(types):  # the fewest bits a weight that holds every format in
         return "ct::bf16"
     if types & {F32, F16, BF16}:
         return "ct::dense"
-    # (bits a weight: the integer's, and 32 a group for each scale and minimum; io/ggml_blocks.hpp's order)
-    for fmt, ok in (("ct::int4_group<32>", {Q4_0}), ("ct::int4_group_min<32>", {Q4_0, Q4_1, Q4_K}),
-                    ("ct::int6_group<32>", {Q4_0, Q5_0}), ("ct::int6_group<16>", {Q4_0, Q5_0, Q6_K}),
-                    ("ct::int6_group_min<32>", {Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K}), ("ct::int8_group<32>", {Q4_0, Q5_0, Q8_0})):
+    # (bits a weight: the integer's, and 32 a group for each scale and minimum, 16 as halves — the file's own
+    # halves where they are the scale and minimum; io/ggml_blocks.hpp's order)
+    for fmt, ok in (("ct::int4_group<32, ct::f16>", {Q4_0}), ("ct::int4_group_min<32, ct::f16>", {Q4_1}),
+                    ("ct::int4_group_min<32>", {Q4_0, Q4_1, Q4_K}), ("ct::int6_group<32, ct::f16>", {Q4_0, Q5_0}),
+                    ("ct::int6_group_min<32, ct::f16>", {Q4_1, Q5_1}), ("ct::int6_group<16>", {Q4_0, Q5_0, Q6_K}),
+                    ("ct::int6_group_min<32>", {Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K}), ("ct::int8_group<32, ct::f16>", {Q4_0, Q5_0, Q8_0}),
+                    ("ct::int8_group_min<32, ct::f16>", {Q4_0, Q5_0, Q8_0, Q4_1, Q5_1})):
         if types <= ok:
             return fmt
     if Q8_0 not in types:

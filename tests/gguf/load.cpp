@@ -122,7 +122,7 @@ TEST_CASE("gguf load: F16 and BF16 files load their rounded values") {
                     for (std::size_t i = 0; i < X::size; ++i, ++n) {
                         const float v = w.get(i);
                         const float r = X::rank == 1 ? v  // (1-D tensors stay F32)
-                                      : s == test::gguf_store::f16 ? ct::safetensors::detail::half_to_float(test::to_half(v))
+                                      : s == test::gguf_store::f16 ? ct::simd::half_value(test::to_half(v))
                                                         : ct::quant::bf16_value(static_cast<std::uint16_t>(ct::quant::bf16_bits(v)));
                         off += g.get(i) != r;
                     }

@@ -133,7 +133,7 @@ inline void encode_q6_k(const float* x, std::string& out) {
         sub[s] = m / -32, dmax = std::max(dmax, std::fabs(sub[s]));
     }
     const std::uint16_t dh = to_half(dmax / 127);
-    const float d = ct::safetensors::detail::half_to_float(dh);
+    const float d = ct::simd::half_value(dh);
     std::uint8_t b[210] = {};
     std::int8_t sc[16];
     for (int s = 0; s < 16; ++s) sc[s] = static_cast<std::int8_t>(d ? std::max(-127.f, std::min(127.f, std::round(sub[s] / d))) : 0);
@@ -161,7 +161,7 @@ inline void encode_q45_k(const float* x, bool five, std::string& out) {
         dmax = std::max(dmax, scale[s]), mmax = std::max(mmax, mn[s]);
     }
     const std::uint16_t dh = to_half(dmax / 63), mh = to_half(mmax / 63);
-    const float d = ct::safetensors::detail::half_to_float(dh), dmin = ct::safetensors::detail::half_to_float(mh);
+    const float d = ct::simd::half_value(dh), dmin = ct::simd::half_value(mh);
     std::uint8_t sc[8], m[8];
     for (int s = 0; s < 8; ++s) {
         sc[s] = static_cast<std::uint8_t>(d ? std::min(63.f, std::round(scale[s] / d)) : 0);

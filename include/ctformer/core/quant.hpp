@@ -41,9 +41,17 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../simd/half.hpp"
 #include "tensor.hpp"
 
 namespace ctformer {
+
+// The grouped formats' second parameter, how a scale (and a minimum) is kept: float, or f16 —
+// IEEE half precision as GGUF's Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 store theirs (2 bytes a group
+// instead of 4; scales from floats rounded to the nearest half, saturating at ±65504).
+struct f16 {
+    static constexpr const char* name = "f16";
+};
 
 struct dense {
     static constexpr const char* name = "dense";
@@ -59,37 +67,44 @@ struct int8_per_channel {
     static constexpr const char* name = "int8_per_channel";
     static constexpr std::size_t per_word = 4, group = 0;
     static constexpr bool scaled = true, integer_dot = false;
+    using scale_type = float;
 };
-template <std::size_t G> struct int8_group {
+template <std::size_t G, class S = float> struct int8_group {
     static_assert(G >= 16 && 256 % G == 0, "ctformer: int8 groups are 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int8_group";
     static constexpr std::size_t per_word = 4, group = G;
     static constexpr bool scaled = true, integer_dot = false;
+    using scale_type = S;
+    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
 };
-template <std::size_t G> struct int8_group_min : int8_group<G> {
+template <std::size_t G, class S = float> struct int8_group_min : int8_group<G, S> {
     static constexpr const char* name = "int8_group_min";
     static constexpr bool has_min = true;
 };
-template <std::size_t G> struct int4_group {
+template <std::size_t G, class S = float> struct int4_group {
     static_assert(G >= 8 && 256 % G == 0, "ctformer: int4 groups are 8, 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int4_group";
     static constexpr std::size_t per_word = 8, group = G;
     static constexpr bool scaled = true, integer_dot = false;
+    using scale_type = S;
+    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
 };
 // Levels 0..15 with a scale and a minimum per group (llama.cpp's Q4_1 rule from floats; GGUF's
 // Q4_K and Q4_1 as stored, Q4_0 as (d, n, 8d)): w = s · q − m, half a byte (+ 8 per G).
-template <std::size_t G> struct int4_group_min : int4_group<G> {
+template <std::size_t G, class S = float> struct int4_group_min : int4_group<G, S> {
     static constexpr const char* name = "int4_group_min";
     static constexpr bool has_min = true, unsigned_levels = true;
 };
 // Six bits: int4's words (the low four bits) and a plane of the top two (layout above).
-template <std::size_t G> struct int6_group {
+template <std::size_t G, class S = float> struct int6_group {
     static_assert(G >= 16 && 256 % G == 0, "ctformer: int6 groups are 16, 32, 64, 128 or 256 inputs");
     static constexpr const char* name = "int6_group";
     static constexpr std::size_t per_word = 8, group = G, high_bits = 2;
     static constexpr bool scaled = true, integer_dot = false;
+    using scale_type = S;
+    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
 };
-template <std::size_t G> struct int6_group_min : int6_group<G> {
+template <std::size_t G, class S = float> struct int6_group_min : int6_group<G, S> {
     static constexpr const char* name = "int6_group_min";
     static constexpr bool has_min = true, unsigned_levels = true;
 };
@@ -144,6 +159,13 @@ template <class F> inline constexpr bool unsigned_levels = requires { F::unsigne
 template <class F> inline constexpr bool has_high_plane = requires { F::high_bits; };
 // The bits of one of F's integers: a word's share, and the high plane's two (int8 8, int6 6, int4 4).
 template <class F> inline constexpr std::size_t level_bits = 32 / F::per_word + (has_high_plane<F> ? 2 : 0);
+// Whether F keeps its scales (and minimums) as halves (the formats' second parameter ct::f16).
+template <class F> inline constexpr bool half_scales = [] {
+    if constexpr (requires { typename F::scale_type; }) return std::is_same_v<typename F::scale_type, f16>;
+    else return false;
+}();
+// A scale (or minimum) of F as stored: a float, or a half's bits.
+template <class F> using scale_t = std::conditional_t<half_scales<F>, std::uint16_t, float>;
 
 namespace quant {
 // float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
@@ -152,6 +174,13 @@ constexpr std::uint32_t bf16_bits(float x) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+// A scale as stored (S float, or a half's bits: rounded to nearest, within ±65504) and its value.
+template <class S> constexpr S to_scale(float x) {
+    if constexpr (std::is_same_v<S, float>) return x;
+    else return simd::half_bits(x > 65504.f ? 65504.f : x < -65504.f ? -65504.f : x);
+}
+constexpr float scale_value(float s) { return s; }
+constexpr float scale_value(std::uint16_t s) { return simd::half_value(s); }
 // bfloat16 bits -> the float they are the upper half of (exact).
 constexpr float bf16_value(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t(b) << 16); }
 // Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of;
@@ -183,8 +212,8 @@ constexpr std::size_t high_shift(std::size_t k) {
 // A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
 template <class Fmt> struct quant_panels {
     const std::uint32_t* words;
-    const float* scales;
-    const float* mins = nullptr;          // (has_min<Fmt>: laid out as the scales)
+    const scale_t<Fmt>* scales;
+    const scale_t<Fmt>* mins = nullptr;   // (has_min<Fmt>: laid out as the scales)
     const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
 };
 
@@ -207,9 +236,10 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     static constexpr bool segments_contiguous = Seg % NR == 0;
     static_assert(!has_high_plane<Fmt> || In % 16 == 0, "ctformer: int6 weights need a multiple of 16 input features");
     alignas(64) std::uint32_t storage[segments * (segment_words + segment_high)];  // (the high plane after the words)
-    alignas(64) float scales[segments * segment_scales ? segments * segment_scales : 1];
-    // a group's minimum, where the format has one (elsewhere one float, unaligned: no padding in the params)
-    alignas(has_min<Fmt> ? 64 : alignof(float)) float mins[has_min<Fmt> ? segments * segment_scales : 1];
+    using scale_type = scale_t<Fmt>;  // (float, or a half's bits)
+    alignas(64) scale_type scales[segments * segment_scales ? segments * segment_scales : 1];
+    // a group's minimum, where the format has one (elsewhere one scale, unaligned: no padding in the params)
+    alignas(has_min<Fmt> ? 64 : alignof(scale_type)) scale_type mins[has_min<Fmt> ? segments * segment_scales : 1];
 
     quant_panels<Fmt> panels(std::size_t s = 0) const {
         return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr,
@@ -237,8 +267,8 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         if constexpr (has_high_plane<Fmt>)
             q = quant::decode6<Fmt>(storage[word_index(o, k)] >> (k % P * 4), storage[high_index(o, k)] >> quant::high_shift(k));
         else q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
-        if constexpr (has_min<Fmt>) return scales[scale_index(o, k)] * q - mins[scale_index(o, k)];
-        else if constexpr (Fmt::scaled) return scales[scale_index(o, k)] * q;
+        if constexpr (has_min<Fmt>) return quant::scale_value(scales[scale_index(o, k)]) * q - quant::scale_value(mins[scale_index(o, k)]);
+        else if constexpr (Fmt::scaled) return quant::scale_value(scales[scale_index(o, k)]) * q;
         else return q;
     }
 
@@ -262,18 +292,17 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                         const double v = static_cast<double>(value(o * In + k));
                         lo = v < lo ? v : lo, hi = v > hi ? v : hi;
                     }
-                    const float sf = static_cast<float>((hi - lo) / top);
-                    scales[scale_index(o, k0)] = sf, mins[scale_index(o, k0)] = static_cast<float>(-lo);
-                    s = sf, lo = -static_cast<double>(static_cast<float>(-lo));
+                    scales[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>((hi - lo) / top));
+                    mins[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(-lo));
+                    s = quant::scale_value(scales[scale_index(o, k0)]), lo = -static_cast<double>(quant::scale_value(mins[scale_index(o, k0)]));
                 } else if constexpr (Fmt::scaled) {
                     double m = 0;  // the value of largest magnitude
                     for (std::size_t k = k0; k < k0 + span; ++k) {
                         const double v = static_cast<double>(value(o * In + k));
                         if (std::fabs(v) > std::fabs(m)) m = v;
                     }
-                    const float sf = static_cast<float>(int8 ? std::fabs(m) / 127.0 : m / -half);
-                    scales[scale_index(o, k0)] = sf;
-                    s = sf;
+                    scales[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(int8 ? std::fabs(m) / 127.0 : m / -half));
+                    s = quant::scale_value(scales[scale_index(o, k0)]);
                 }
                 for (std::size_t k = k0; k < k0 + span; ++k) {
                     const double v = static_cast<double>(value(o * In + k));

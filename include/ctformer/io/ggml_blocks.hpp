@@ -51,7 +51,7 @@ constexpr const char* type_name(ggml_type t) {
 
 namespace detail {
 inline std::uint32_t byte_at(const std::byte* p, std::size_t i) { return std::to_integer<std::uint32_t>(p[i]); }
-inline float half_at(const std::byte* p) { return safetensors::detail::half_to_float(load<std::uint16_t>(p)); }
+inline float half_at(const std::byte* p) { return simd::half_value(load<std::uint16_t>(p)); }
 // Sub-block j's 6-bit scale and min of a Q4_K/Q5_K block (ggml's get_scale_min_k4).
 inline void scale_min_k4(std::size_t j, const std::byte* q, std::uint32_t& sc, std::uint32_t& m) {
     if (j < 4) {
@@ -161,14 +161,18 @@ constexpr const char* stored_format(std::uint64_t types) {
         if ((types >> t & 1) && !supported(static_cast<ggml_type>(t))) return nullptr;
     if (types == bit(ggml_type::bf16)) return "ct::bf16";
     if (types & (bit(ggml_type::f32) | bit(ggml_type::f16) | bit(ggml_type::bf16))) return "ct::dense";
-    // (bits a weight: the integer's, and 32 a group for each scale and minimum)
+    // (bits a weight: the integer's, and 32 a group for each scale and minimum, 16 as halves: the
+    // file's own halves where they are the scale and minimum, Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1)
     using T = ggml_type;
-    if (within({T::q4_0})) return "ct::int4_group<32>";                                                      // 5
+    if (within({T::q4_0})) return "ct::int4_group<32, ct::f16>";                                            // 4.5
+    if (within({T::q4_1})) return "ct::int4_group_min<32, ct::f16>";                                        // 5
     if (within({T::q4_0, T::q4_1, T::q4_k})) return "ct::int4_group_min<32>";                                // 6
-    if (within({T::q4_0, T::q5_0})) return "ct::int6_group<32>";                                             // 7
+    if (within({T::q4_0, T::q5_0})) return "ct::int6_group<32, ct::f16>";                                   // 6.5
+    if (within({T::q4_1, T::q5_1})) return "ct::int6_group_min<32, ct::f16>";                               // 7
     if (within({T::q4_0, T::q5_0, T::q6_k})) return "ct::int6_group<16>";                                   // 8
     if (within({T::q4_0, T::q4_1, T::q4_k, T::q5_0, T::q5_1, T::q5_k})) return "ct::int6_group_min<32>";    // 8
-    if (within({T::q4_0, T::q5_0, T::q8_0})) return "ct::int8_group<32>";                                   // 9
+    if (within({T::q4_0, T::q5_0, T::q8_0})) return "ct::int8_group<32, ct::f16>";                          // 8.5
+    if (within({T::q4_0, T::q5_0, T::q8_0, T::q4_1, T::q5_1})) return "ct::int8_group_min<32, ct::f16>";    // 9
     if (!(types & bit(T::q8_0))) return "ct::int6_group_min<16>";                                          // 10
     if (within({T::q4_0, T::q5_0, T::q8_0, T::q6_k})) return "ct::int8_group<16>";                          // 10
     return types & bit(T::q6_k) ? "ct::int8_group_min<16>" : "ct::int8_group_min<32>";                     // 12, 10

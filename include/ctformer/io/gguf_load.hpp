@@ -179,10 +179,16 @@ template <class F> using base_format_t = typename base_format<F>::type;
 // in int6_group<16 or 32>, Q6_K in int6_group<16>; all but Q8_0 in int6_group_min<16> (all but
 // Q8_0 and Q6_K in int6_group_min<32>); Q4_0, Q5_0 and Q8_0 in int8_group<16 or 32>, Q6_K in
 // int8_group<16>; every block format in int8_group_min<16> (all but Q6_K in int8_group_min<32>) —
-// each with int8 activations too.
+// each with int8 activations too. With ct::f16 scales, only where the file's own halves are the
+// scale and minimum: Q8_0, Q4_0, Q5_0 (not as levels: 8d, 16d), Q4_1 and Q5_1.
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
     if (is_float(t) || !supported(t)) return false;
+    if constexpr (half_scales<B>) {
+        using T = ggml_type;
+        const bool shifted = unsigned_levels<B> && (t == T::q4_0 || t == T::q5_0);
+        if (shifted || !(t == T::q8_0 || t == T::q4_0 || t == T::q5_0 || t == T::q4_1 || t == T::q5_1)) return false;
+    }
     if constexpr (has_high_plane<B> && unsigned_levels<B>)  // (levels 0..63 and a minimum: Q6_K as q, d·sc, 32·d·sc)
         return t != ggml_type::q8_0 && (B::group == 16 || (B::group == 32 && t != ggml_type::q6_k));
     else if constexpr (has_high_plane<B>)
@@ -289,9 +295,9 @@ template <class X> void write_as_stored(X& w, const source& s) {
             float scale, min = 0;
             int q = has_min<F> ? affine_element(t, s.data, s.row(o) * In + k, scale, min) : integer_element(t, s.data, s.row(o) * In + k, scale);
             if (shift) q += shift, min = static_cast<float>(shift) * scale;
-            if (k % G == 0) w.scales[X::scale_index(o, k)] = scale;
+            if (k % G == 0) w.scales[X::scale_index(o, k)] = quant::to_scale<typename X::scale_type>(scale);
             if constexpr (has_min<F>)
-                if (k % G == 0) w.mins[X::scale_index(o, k)] = min;
+                if (k % G == 0) w.mins[X::scale_index(o, k)] = quant::to_scale<typename X::scale_type>(min);
             w.set_field(o, k, q);
         }
 }

@@ -10,7 +10,8 @@
 //   int4_group_min<G>  as int4_group<G> with levels 0..15, and N_min F32 (Out, In / G)
 //   int6_group<G>      N I8 (Out, In) in [-32, 31], N_scale F32 (Out, In / G)
 //   int6_group_min<G>  N I8 (Out, In) in [0, 63],   N_scale and N_min F32 (Out, In / G)
-// which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
+// with ct::f16 scales (int8_group<G, ct::f16>, ...) N_scale and N_min are F16 (a float format reads
+// F16 scales too: exact), which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
 // same with --weights). A file whose N is in a float dtype is quantized at load instead.
 #pragma once
 #include <array>
@@ -39,6 +40,8 @@ template <class X> struct quant_layout {
     static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;
     static constexpr std::size_t scale_rank = Fmt::group ? 2 : 1;
     static constexpr std::array<std::size_t, 2> scale_shape{Out, groups};
+    static constexpr dtype scale_dtype = half_scales<Fmt> ? dtype::F16 : dtype::F32;
+    static constexpr std::size_t scale_bytes = half_scales<Fmt> ? 2 : 4;
     static constexpr std::size_t scale_size = Out * groups;
 };
 
@@ -91,7 +94,7 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
         const std::size_t span = Q::In / Q::groups;
         for (std::size_t o = 0; o < Q::Out; ++o)
             for (std::size_t g = 0; g < Q::groups; ++g)
-                t.scales[X::scale_index(o, g * span)] = f.template element<float>(e, o * Q::groups + g);
+                t.scales[X::scale_index(o, g * span)] = quant::to_scale<typename X::scale_type>(f.template element<float>(e, o * Q::groups + g));
     }
     if constexpr (Q::with_min) {
         for (auto& m : t.mins) m = 0;
@@ -99,7 +102,7 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
         const std::size_t span = Q::In / Q::groups;
         for (std::size_t o = 0; o < Q::Out; ++o)
             for (std::size_t g = 0; g < Q::groups; ++g)
-                t.mins[X::scale_index(o, g * span)] = f.template element<float>(e, o * Q::groups + g);
+                t.mins[X::scale_index(o, g * span)] = quant::to_scale<typename X::scale_type>(f.template element<float>(e, o * Q::groups + g));
     }
 }
 
@@ -129,11 +132,11 @@ template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
             }
         }
     });
-    auto per_group = [&](std::string_view suffix, const float* values) {
-        emit(suffix, dtype::F32, Q::scale_rank, Q::scale_shape.data(), Q::scale_size * 4, [&, values](auto&& put) {
+    auto per_group = [&](std::string_view suffix, const typename X::scale_type* values) {
+        emit(suffix, Q::scale_dtype, Q::scale_rank, Q::scale_shape.data(), Q::scale_size * Q::scale_bytes, [&, values](auto&& put) {
             const std::size_t span = Q::In / Q::groups;
             for (std::size_t o = 0; o < Q::Out; ++o)
-                for (std::size_t g = 0; g < Q::groups; ++g) put(&values[X::scale_index(o, g * span)], 4);
+                for (std::size_t g = 0; g < Q::groups; ++g) put(&values[X::scale_index(o, g * span)], Q::scale_bytes);
         });
     };
     if constexpr (Q::scaled) per_group(std::string_view("_scale"), t.scales);

@@ -17,22 +17,13 @@
 #include <type_traits>
 
 #include "../core/status.hpp"
+#include "../simd/half.hpp"
 #include "json.hpp"
 
 namespace ctformer {
 
 namespace safetensors {
 
-namespace detail {
-// IEEE half (1 sign, 5 exponent, 10 mantissa bits) to float, exactly: subnormals, inf and NaN too.
-constexpr float half_to_float(std::uint16_t h) {
-    const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));  // inf, NaN
-    if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
-    const float sub = static_cast<float>(man) * 0x1p-24f;  // subnormal (or zero): man · 2^-24, exact
-    return sign ? -sub : sub;
-}
-}  // namespace detail
 
 enum class dtype : std::uint8_t { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64 };
 inline constexpr std::string_view dtype_names[] = {"BOOL", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "I16", "U16", "F16",
@@ -115,7 +106,7 @@ template <std::size_t Capacity = 128> class file {
             switch (e.type) {
                 case dtype::F32: return static_cast<T>(raw(float{}));
                 case dtype::F64: return static_cast<T>(raw(double{}));
-                case dtype::F16: return static_cast<T>(detail::half_to_float(raw(std::uint16_t{})));
+                case dtype::F16: return static_cast<T>(simd::half_value(raw(std::uint16_t{})));
                 case dtype::BF16: return static_cast<T>(std::bit_cast<float>(std::uint32_t{raw(std::uint16_t{})} << 16));
                 default: return T{};
             }

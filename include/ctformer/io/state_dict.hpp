@@ -139,6 +139,7 @@ struct prequantized_layout {
     std::size_t packed_shape[2], packed_bytes, values;
     bool bf16, int4, scaled, with_min;
     std::size_t scale_rank, scale_shape[2], scale_size;
+    dtype scale_dtype;       // (F32 formats read F16 scales too)
     int byte_min, byte_max;  // (a byte an integer: its range)
     double qmax;             // (max |q|)
 };
@@ -146,7 +147,7 @@ template <class X> constexpr prequantized_layout prequantized_layout_of() {
     using Q = quant_layout<X>;
     return {Q::packed, {Q::packed_shape[0], Q::packed_shape[1]}, Q::packed_bytes, Q::Out * Q::In,
             std::is_same_v<typename X::format, bf16>, Q::int4, Q::scaled, Q::with_min,
-            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size, Q::byte_min, Q::byte_max, Q::qmax};
+            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size, Q::scale_dtype, Q::byte_min, Q::byte_max, Q::qmax};
 }
 template <std::size_t Cap>
 [[gnu::noinline, gnu::cold]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
@@ -161,7 +162,7 @@ template <std::size_t Cap>
         t << prefix << n;
         const entry* e = f.find(prefix, n);
         if (!e) return status::error(errc::missing_tensor, t.view());
-        if (e->type != type) {
+        if (e->type != type && !(type == dtype::F32 && n != name && e->type == dtype::F16)) {  // (F16 scales widen exactly)
             t << ": " << dtype_names[static_cast<std::size_t>(e->type)] << ", expected " << dtype_names[static_cast<std::size_t>(type)];
             return status::error(errc::wrong_dtype, t.view());
         }
@@ -185,9 +186,9 @@ template <std::size_t Cap>
     }
     if (q.scaled) {
         const scale_name sn(name), mn(name, "_min");
-        if (status st = check(sn.view(), dtype::F32, q.scale_rank, q.scale_shape); !st) return st;
+        if (status st = check(sn.view(), q.scale_dtype, q.scale_rank, q.scale_shape); !st) return st;
         if (q.with_min)
-            if (status st = check(mn.view(), dtype::F32, q.scale_rank, q.scale_shape); !st) return st;
+            if (status st = check(mn.view(), q.scale_dtype, q.scale_rank, q.scale_shape); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
         const entry* me = q.with_min ? f.find(prefix, mn.view()) : nullptr;
         const double qmax = q.qmax;

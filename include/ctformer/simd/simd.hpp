@@ -2,5 +2,6 @@
 // time (arch.hpp), lane operations (lanes.hpp) and elementwise math (math.hpp).
 #pragma once
 #include "arch.hpp"
+#include "half.hpp"
 #include "lanes.hpp"
 #include "math.hpp"
