@@ -5,7 +5,7 @@
 // Models: stories15M (Llama: dim 288, 6 layers, 6 heads, hidden 768, vocab 32000, context 256),
 // stories15M_gqa (2 kv heads), gpt2_d256 (GPT: d 256, 4 layers, 4 heads, ffn 1024, vocab 50257),
 // stories15M_bf16 / _int8 / _int4 (stories15M's weights as ct::weights<bf16 | int8_per_channel |
-// int4_group<32>>, the tied-free LM head included).
+// int4_group<32, ct::f16>>, the tied-free LM head included).
 // With CTFORMER_PEER_MODELS=<dir> the weights are write_models.py's (identical to llama.cpp's);
 // otherwise a seeded init of the same shapes (the time does not depend on the values).
 // Every generate case reports the weights' bytes read per token (weight_bytes: the params but the
@@ -36,20 +36,23 @@ using Stories = ct::Llama<32000, Ctx, 6, ct::d_model<288>, ct::heads<6>, ct::kv_
                           ct::norm_eps<1, 100000>, O...>;
 // Quantized weights (#39), from the same float file (quantized at load), against llama.cpp's Q8_0
 // and Q4_0 files of the same weights (write_models.py: stories15M_q8_0, stories15M_q4_0); int4 reads
-// llama.cpp's Q4_0 file itself (ct::load_gguf: Q4_0 into int4_group<32> as stored)
+// llama.cpp's Q4_0 file itself (ct::load_gguf: Q4_0 into int4_group<32, ct::f16> as stored, its halves)
 using StoriesBf16 = Stories<6, ct::weights<ct::bf16>>;
 using StoriesInt8 = Stories<6, ct::weights<ct::int8_per_channel>>;
-using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32>>>;
+using StoriesInt4 = Stories<6, ct::weights<ct::int4_group<32, ct::f16>>>;
 using StoriesInt8A8 = Stories<6, ct::weights<ct::int8_per_channel, ct::int8_activations>>;
-using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32>, ct::int8_activations>>;
-// llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32>)
-using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32>>>;
-using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
+using StoriesInt4A8 = Stories<6, ct::weights<ct::int4_group<32, ct::f16>, ct::int8_activations>>;
+// llama.cpp's Q8_0 file as stored (ct::load_gguf: Q8_0 into int8_group<32, ct::f16>, as tools/export.py prints)
+using StoriesQ8 = Stories<6, ct::weights<ct::int8_group<32, ct::f16>>>;
+using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32, ct::f16>, ct::int8_activations>>;
+// (the 38th session's alias: the same file with its scales widened to floats, 4 bytes a group instead of 2)
+using StoriesQ8A8FloatScales = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
 // llama.cpp's Q4_K_M mix as stored, per tensor as tools/export.py prints it (stories15M: the Q5_0 matrices in
-// int6_group<32>, the Q8_0 ones in int8_group<32>, the Q4_K/Q6_K down projections in int6_group_min<16>)
+// int6_group<32, ct::f16>, the Q8_0 ones in int8_group<32, ct::f16>, the Q4_K/Q6_K down projections in
+// int6_group_min<16>)
 template <class... A>
-using StoriesQ4KMAs = Stories<6, ct::weights<ct::int6_group<32>, A..., ct::v_weights<ct::int8_group<32>>, ct::down_weights<ct::int6_group_min<16>>,
-                                             ct::head_weights<ct::int8_group<32>>>>;
+using StoriesQ4KMAs = Stories<6, ct::weights<ct::int6_group<32, ct::f16>, A..., ct::v_weights<ct::int8_group<32, ct::f16>>,
+                                             ct::down_weights<ct::int6_group_min<16>>, ct::head_weights<ct::int8_group<32, ct::f16>>>>;
 using StoriesQ4KM = StoriesQ4KMAs<>;
 using StoriesQ4KMA8 = StoriesQ4KMAs<ct::int8_activations>;
 // (the 37th session's alias, before the six-bit formats: every matrix but down in int8_group<32>)
@@ -194,6 +197,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4_a8/generate", [](benchmark::State& st) { BM_generate<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_q8_0/generate", [](benchmark::State& st) { BM_generate<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q8_0_f32_scales_a8/generate",
+        [](benchmark::State& st) { BM_generate<StoriesQ8A8FloatScales>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KM>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_int8_a8/generate",
@@ -225,6 +230,8 @@ int main(int argc, char** argv) {
     add("decode/stories15M_int4_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesInt4A8>(st, "stories15M_q4_0.gguf"); });
     add("decode/stories15M_q8_0/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q8_0_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ8A8>(st, "stories15M_q8_0.gguf"); });
+    add("decode/stories15M_q8_0_f32_scales_a8/prefill",
+        [](benchmark::State& st) { BM_prefill<StoriesQ8A8FloatScales>(st, "stories15M_q8_0.gguf"); });
     add("decode/stories15M_q4_k_m_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_int8_a8/prefill", [](benchmark::State& st) { BM_prefill<StoriesQ4KMInt8A8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/stories15M_q4_k_m_a8_t2/generate", [](benchmark::State& st) { BM_generate<StoriesQ4KMA8>(st, "stories15M_q4_k_m.gguf", 2); });

@@ -58,7 +58,9 @@ template <class W> void random_minimums(W& w, unsigned seed) {
                 x = x * 1664525u + 1013904223u;
                 const float u = static_cast<float>((x >> 8) % 2001) / 1000.f - 1.f;
                 // (levels 0..15: a minimum of up to 15 steps, the values' range as a real group's)
-                w.mins[W::scale_index(o, k)] = w.scales[W::scale_index(o, k)] * u * (ct::unsigned_levels<typename W::format> ? (ct::has_high_plane<typename W::format> ? 63.f : 15.f) : 40.f);
+                const float s = ct::quant::scale_value(w.scales[W::scale_index(o, k)]);
+                w.mins[W::scale_index(o, k)] = ct::quant::to_scale<typename W::scale_type>(
+                    s * u * (ct::unsigned_levels<typename W::format> ? (ct::has_high_plane<typename W::format> ? 63.f : 15.f) : 40.f));
             }
     }
 }

@@ -30,6 +30,8 @@ using I8GM = ct::int8_dot<ct::int8_group_min<16>>;  // (any GGUF block format as
 using I4GM = ct::int8_dot<ct::int4_group_min<16>>;  // (GGUF's Q4_K, Q4_1 as stored)
 using I6 = ct::int8_dot<ct::int6_group<16>>;          // (GGUF's Q6_K as stored)
 using I6GM = ct::int8_dot<ct::int6_group_min<32>>;    // (GGUF's Q5_K as stored)
+using I4H = ct::int8_dot<ct::int4_group<16, ct::f16>>;        // (GGUF's Q4_0 as stored, its halves)
+using I6GMH = ct::int8_dot<ct::int6_group_min<32, ct::f16>>;  // (GGUF's Q5_1 as stored, its halves)
 
 std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
     const std::int32_t b = (w >> (8 * j)) & 0xff;
@@ -258,7 +260,7 @@ template <class Fmt, std::size_t N, std::size_t K> void int8_kernel_case() {
 }
 
 TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequantized product", Fmt, I8, I8G, I8GM, I4, I4GM, I6,
-                   I6GM) {
+                   I6GM, I4H, I6GMH) {
     constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
     int8_kernel_case<Fmt, 3 * NR + 5, 1056>();  // K in two chunks (five in compact builds), an edge panel
     int8_kernel_case<Fmt, 8, 64>();             // one partial panel
@@ -269,6 +271,7 @@ TEST_CASE("quant int8: int4 groups wider than a block (64: two blocks of 32 a gr
 }
 TEST_CASE("quant int8: int8 groups of 32 (GGUF's Q8_0) and wider than a block (64)") {
     int8_kernel_case<ct::int8_dot<ct::int8_group<32>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
+    int8_kernel_case<ct::int8_dot<ct::int8_group<32, ct::f16>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
     int8_kernel_case<ct::int8_dot<ct::int8_group<64>>, 2 * ct::kernels::gemm_tile<float>::NR, 256>();
 }
 

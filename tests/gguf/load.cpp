@@ -207,6 +207,37 @@ TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_
     CHECK(ct::load_gguf(dense, g).ok());
 }
 
+TEST_CASE("gguf load: Q8_0, Q4_0 and Q4_1 into ct::f16 scales as stored (the file's halves); a format whose scale is no file half is refused") {
+    static Wide<>::Params src;
+    fill_random(src, 19);
+    using S = test::gguf_store;
+    using T = gg::ggml_type;
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group<32, ct::f16>>>>(S::q8_0, T::q8_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group<32, ct::f16>, ct::int8_activations>>>(S::q8_0, T::q8_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int4_group<32, ct::f16>>>>(S::q4_0, T::q4_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int4_group<32, ct::f16>, ct::int8_activations>>>(S::q4_0, T::q4_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int6_group<32, ct::f16>>>>(S::q5_0, T::q5_0, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int4_group_min<32, ct::f16>>>>(S::q4_1, T::q4_1, src);
+    as_stored_equals_dense<Wide<ct::weights<ct::int8_group_min<32, ct::f16>>>>(S::q4_1, T::q4_1, src);
+    // Q4_0 as 4-bit levels needs a minimum 8d (not the file's half): refused, nothing written
+    static Wide<ct::weights<ct::int4_group_min<32, ct::f16>>>::Params levels;
+    static gg::file<32, 64> g;
+    const std::vector<std::byte> bytes = test::llama_gguf<Wide<>>(src, S::q4_0).bytes();
+    REQUIRE(g.parse(bytes).ok());
+    refused_untouched(levels, g, "blk.0.attn_q.weight: Q4_0 into a quantized weight format");
+    static Wide<ct::weights<ct::int4_group<32>>>::Params wide_scales;  // (the same file, float scales: the same values)
+    static Wide<ct::weights<ct::int4_group<32, ct::f16>>>::Params halves;
+    REQUIRE(ct::load_gguf(wide_scales, g).ok());
+    REQUIRE(ct::load_gguf(halves, g).ok());
+    const auto& a = wide_scales.stack.layers[1].self_attn.q_proj.weight;
+    const auto& b = halves.stack.layers[1].self_attn.q_proj.weight;
+    CHECK(sizeof b.scales * 2 == sizeof a.scales);  // (2 bytes a group instead of 4)
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < a.size; ++i) off += a.get(i) != b.get(i);
+    CHECK(off == 0);
+    CHECK(std::memcmp(a.storage, b.storage, sizeof a.storage) == 0);
+}
+
 TEST_CASE("gguf load: every block format into int8_group_min<16> as stored; saved and read back with its minimums") {
     static Wide<>::Params src;
     fill_random(src, 13);
@@ -255,6 +286,8 @@ test::gguf_store mixed_store(std::string_view name) {
 }
 using Mixed = Wide<ct::weights<ct::int8_group<32>, ct::down_weights<ct::int4_group_min<32>>>>;
 using MixedA8 = Wide<ct::weights<ct::int8_group<32>, ct::int8_activations, ct::down_weights<ct::int4_group_min<32>>>>;
+using MixedHalf = Wide<ct::weights<ct::int6_group<32, ct::f16>, ct::v_weights<ct::int8_group<32, ct::f16>>,
+                                   ct::down_weights<ct::int4_group_min<32>>, ct::head_weights<ct::int8_group<32, ct::f16>>>>;
 using MixedWide = Wide<ct::weights<ct::int8_group<16>, ct::down_weights<ct::int8_group_min<32>>, ct::head_weights<ct::int8_group_min<16>>>>;
 }  // namespace
 
@@ -269,8 +302,9 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     // the format each matrix needs, as tools/export.py and gguf_info print it
     const char* f[8];
     gg::stored_formats(g, f);
-    const std::string want[8] = {"ct::int6_group<32>", "ct::int6_group<32>", "ct::int8_group<32>", "ct::int6_group<32>",
-                                 "ct::int6_group<32>", "ct::int6_group<32>", "ct::int4_group_min<32>", "ct::int8_group<32>"};
+    const std::string want[8] = {"ct::int6_group<32, ct::f16>", "ct::int6_group<32, ct::f16>", "ct::int8_group<32, ct::f16>",
+                                 "ct::int6_group<32, ct::f16>", "ct::int6_group<32, ct::f16>", "ct::int6_group<32, ct::f16>",
+                                 "ct::int4_group_min<32>", "ct::int8_group<32, ct::f16>"};
     for (int m = 0; m < 8; ++m) CHECK_MESSAGE(std::string(f[m]) == want[m], gg::matrix_names[m]);
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int6_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
     CHECK(std::string(gg::stored_format(1u << 14)) == "ct::int6_group<16>");                  // Q6_K alone
@@ -281,7 +315,13 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     CHECK(std::string(gg::stored_format(1u << 30 | 1u << 8)) == "ct::dense");
     CHECK(std::string(gg::stored_format(1u << 12)) == "ct::int4_group_min<32>");  // Q4_K alone
     CHECK(gg::stored_format(1u << 10) == nullptr);  // Q2_K: not read
-    as_stored_equals_dense<Mixed>(bytes, src);  // (Q4_1's d, n, -m and Q4_0's d, n, 8d in 4-bit levels)
+    CHECK(std::string(gg::stored_format(1u << 2)) == "ct::int4_group<32, ct::f16>");            // Q4_0 alone
+    CHECK(std::string(gg::stored_format(1u << 3)) == "ct::int4_group_min<32, ct::f16>");        // Q4_1 alone
+    CHECK(std::string(gg::stored_format(1u << 2 | 1u << 3)) == "ct::int4_group_min<32>");       // (Q4_0's 8d: not a file half)
+    CHECK(std::string(gg::stored_format(1u << 3 | 1u << 7)) == "ct::int6_group_min<32, ct::f16>");  // Q4_1 + Q5_1
+    CHECK(std::string(gg::stored_format(1u << 8 | 1u << 3)) == "ct::int8_group_min<32, ct::f16>");  // Q8_0 + Q4_1
+    as_stored_equals_dense<Mixed>(bytes, src);
+    as_stored_equals_dense<MixedHalf>(bytes, src);  // (the printed alias: the file's halves as stored)  // (Q4_1's d, n, -m and Q4_0's d, n, 8d in 4-bit levels)
     as_stored_equals_dense<MixedA8>(bytes, src);
     as_stored_equals_dense<MixedWide>(bytes, src);  // (wider formats hold them too)
     static Mixed::Params m;
@@ -372,6 +412,8 @@ TEST_CASE("gguf load: the k-quants in six-bit weights as stored (Q6_K, Q5_K, Q4_
     refused_untouched(plain, g, "blk.0.attn_q.weight: Q4_K into a quantized weight format");
     static KQ<ct::weights<ct::int6_group_min<32>>>::Params thirty_two;  // (Q6_K's runs are 16)
     CHECK(ct::load_gguf(thirty_two, g).code == ct::errc::wrong_dtype);
+    static KQ<ct::weights<ct::int6_group_min<16, ct::f16>>>::Params halves;  // (d·sc is no file half)
+    refused_untouched(halves, g, "blk.0.attn_q.weight: Q4_K into a quantized weight format");
 }
 
 TEST_CASE("gguf load: Q4_0 into int4_group<32> weights exactly as into dense ones (scale d, integers n - 8)") {

@@ -5,8 +5,8 @@
 //   free-running  ctformer's greedy tokens from the same prompt, equal to llama.cpp's (all of them)
 //   forced        ctformer's argmax at each position of llama.cpp's sequence (prompt + its tokens,
 //                 and its stop: end-of-sequence where it stopped early) equal to llama.cpp's token
-// The files ctformer's quantized weights hold as stored (all-Q4_0: int4_group<32>; Q8_0:
-// int8_group<32>; Q6_K: int6_group<16> and int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M:
+// The files ctformer's quantized weights hold as stored (all-Q4_0: int4_group<32, ct::f16>; Q8_0:
+// int8_group<32, ct::f16> — the file's halves as the scales —; Q6_K: int6_group<16> and int8_group<16>; the k-quant mixes Q4_K_M and Q5_K_M:
 // int8_group_min<16>, and per tensor as the exporter prints them; Q4_0 with its Q6_K head, per tensor) also run that way: weight-only (the dense model's logits
 // to float rounding) and with int8 activations (llama.cpp's block-times-Q8 arithmetic; "vs dense
 // logits" is the measured difference).
@@ -50,16 +50,16 @@ constexpr std::size_t max_len = 8 + 64 + 1;
 static Model::Params params, exported;
 // Llama.cpp's Q4_0 file also into ctformer's int4 weights (as stored), weight-only and with int8 activations
 using Int4 = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
-                       ct::weights<ct::int4_group<32>>>;
+                       ct::weights<ct::int4_group<32, ct::f16>>>;
 using Int4A8 = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>, ct::norm_eps<1, 100000>,
-                         ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+                         ct::weights<ct::int4_group<32, ct::f16>, ct::int8_activations>>;
 static Int4::Params int4;
 static Int4A8::Params int4_a8;
-// ... and its Q8_0 and Q6_K files into int8_group<32> and int8_group<16> weights (as stored)
+// ... and its Q8_0 and Q6_K files into int8_group<32, ct::f16> and int8_group<16> weights (as stored)
 template <class... W> using Agree = ct::Llama<512, 128, 2, ct::d_model<256>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<768>,
                                               ct::norm_eps<1, 100000>, ct::weights<W...>>;
-using Int8G32 = Agree<ct::int8_group<32>>;
-using Int8G32A8 = Agree<ct::int8_group<32>, ct::int8_activations>;
+using Int8G32 = Agree<ct::int8_group<32, ct::f16>>;
+using Int8G32A8 = Agree<ct::int8_group<32, ct::f16>, ct::int8_activations>;
 using Int8G16 = Agree<ct::int8_group<16>>;
 using Int8G16A8 = Agree<ct::int8_group<16>, ct::int8_activations>;
 static Int8G32::Params int8g32;
@@ -86,8 +86,8 @@ using PerTensor5 = KMix<ct::int6_group_min<32>>;
 using PerTensor5A8 = KMix<ct::int6_group_min<32>, ct::int8_activations>;
 static PerTensor5::Params per_tensor5;
 static PerTensor5A8::Params per_tensor5_a8;
-using Q40Mix = Agree<ct::int4_group<32>, ct::head_weights<ct::int6_group<16>>>;
-using Q40MixA8 = Agree<ct::int4_group<32>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>;
+using Q40Mix = Agree<ct::int4_group<32, ct::f16>, ct::head_weights<ct::int6_group<16>>>;
+using Q40MixA8 = Agree<ct::int4_group<32, ct::f16>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>;
 static PerTensor::Params per_tensor;
 static PerTensorA8::Params per_tensor_a8;
 static Q40Mix::Params q40_mix;
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
         bool ok = true;
         if (file == "agree_q4_0_pure.gguf") ok = stored(int4, int4_a8, "int4", std::type_identity<Int4>{}, std::type_identity<Int4A8>{});
         if (file == "agree_q8_0.gguf")
-            ok = stored(int8g32, int8g32_a8, "int8_group<32>", std::type_identity<Int8G32>{}, std::type_identity<Int8G32A8>{});
+            ok = stored(int8g32, int8g32_a8, "int8_group<32, f16>", std::type_identity<Int8G32>{}, std::type_identity<Int8G32A8>{});
         if (file == "agree_q6_k.gguf")
             ok = stored(int8g16, int8g16_a8, "int8_group<16>", std::type_identity<Int8G16>{}, std::type_identity<Int8G16A8>{}) &&
                  stored(int6, int6_a8, "int6_group<16>", std::type_identity<Int6>{}, std::type_identity<Int6A8>{});
