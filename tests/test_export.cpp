@@ -95,9 +95,10 @@ template <class Q> void quantized_export(const char* quantized, const char* dens
     REQUIRE(load(fd, from_float).ok());  // (a dense file loads into any format: quantized at load)
     CHECK(same_bytes(from_file, from_float));
 }
-TEST_CASE("export --weights: int4 and int6 Llamas, int8 layer, bf16 GPT = the float files quantized at load, bit for bit") {
+TEST_CASE("export --weights: int4, int6 and int8 (f16 scales) Llamas, int8 layer, bf16 GPT = the float files quantized at load, bit for bit") {
     quantized_export<ExportLlamaInt4>("export_llama_int4", "export_llama");
     quantized_export<ExportLlamaInt6>("export_llama_int6", "export_llama");
+    quantized_export<ExportLlamaInt8Half>("export_llama_int8_f16", "export_llama");  // (scales as halves: F16)
     quantized_export<ExportLayerInt8>("export_layer_int8", "export_layer");
     quantized_export<ExportGPTBf16>("export_gpt_bf16", "export_gpt");
     // the format is part of the configuration: an int8 file is not a float layer's

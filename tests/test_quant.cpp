@@ -324,6 +324,22 @@ TEST_CASE_TEMPLATE("quant: saved as stored (packed values and scales), loaded ba
     static typename LQ::Params from_float;
     file.load(from_float, "params.");
     CHECK(same_storage(from_float, r));
+    if constexpr (ct::half_scales<Fmt>) {  // F16 scales: a float-scale type reads them (exact), not the reverse
+        using Wide = CrossQ<ct::int4_group_min<16>>;
+        static typename Wide::Params wide;
+        REQUIRE(ct::load_state_dict(wide, f).ok());
+        double off = 0;
+        for (std::size_t i = 0; i < wide.ffn.linear1.weight.size; ++i) off += wide.ffn.linear1.weight.get(i) != r.ffn.linear1.weight.get(i);
+        CHECK(off == 0);
+        std::vector<std::byte> wbuf(ct::save_state_dict(wide, {}).bytes);
+        REQUIRE(ct::save_state_dict(wide, wbuf).st.ok());
+        static typename LQ::Params untouched;
+        std::memcpy(&untouched, &r, sizeof r);
+        const ct::status st = ct::load_state_dict(r, std::span<const std::byte>(wbuf));
+        CHECK(st.code == ct::errc::wrong_dtype);
+        CHECK(std::string(st.tensor_name()).ends_with("_scale: F32, expected F16"));
+        CHECK(same_storage(untouched, r));
+    }
     if constexpr (Fmt::scaled) {
         std::memcpy(&from_float, &r, sizeof r);
         // a NaN scale, then a scale of the wrong shape: errors, nothing written

@@ -17,6 +17,7 @@ Supported (Debian's python3-torch only; no safetensors package needed):
 
 Command:  export.py MODEL OUT.safetensors [--header OUT.hpp] [--name Alias] [--config CONFIG.json]
                     [--weights bf16 | int8_per_channel | int8_group<G> | int6_group<G> | int4_group<G>]
+                    (the grouped ones also as int8_group<G, f16>, ...: scales as halves, F16 in the file)
           MODEL: a directory (Hugging Face), a file torch.load reads into a module, or a state_dict
           file with --config (a JSON object of ctformer's fields: kind, d_model, heads, ...).
           --weights: the weight matrices quantized exactly as ctformer quantizes at load, stored as
@@ -189,7 +190,8 @@ def cpp_alias(c, dtype, name="Model", weights=("dense", 0)):
     if T == "double":
         o.append("ct::dtype<double>")
     if weights[0] != "dense":
-        o.append("ct::weights<ct::%s>" % (weights[0] if not weights[1] else "%s<%d>" % weights))
+        o.append("ct::weights<ct::%s>" % (weights[0] if not weights[1] else
+                                         "%s<%d%s>" % (weights[0], weights[1], ", ct::f16" if weights[2] else "")))
     if c["kind"] == "llama":  # llama_config's defaults cover the rest unless they differ
         if c["activation"] != "silu":
             o.append("ct::activation<ct::%s>" % c["activation"])
@@ -228,23 +230,28 @@ MATRICES = ("in_proj_weight", "out_proj.weight", "linear1.weight", "linear2.weig
 
 
 def parse_weights(w):
-    """'bf16', 'int8_per_channel', 'int4_group<32>' (or int4_group32) -> (format, group)."""
+    """'bf16', 'int8_per_channel', 'int4_group<32>' (or int4_group32), 'int8_group<32, f16>' (or
+    ct::f16) -> (format, group, half scales)."""
     if w in (None, "dense"):
-        return "dense", 0
+        return "dense", 0, False
     if w in ("bf16", "int8_per_channel"):
-        return w, 0
+        return w, 0, False
     for fmt, sizes in (("int4_group", (8, 16, 32, 64, 128, 256)), ("int8_group", (16, 32, 64, 128, 256)),
                        ("int6_group", (16, 32, 64, 128, 256))):
-        g = w.replace(fmt, "").strip("<>")
-        if w.startswith(fmt) and g.isdigit() and int(g) in sizes:
-            return fmt, int(g)
+        args = [a.strip() for a in w.replace(fmt, "", 1).strip("<>").split(",")]
+        half = len(args) == 2 and args[1] in ("f16", "ct::f16")
+        if w.startswith(fmt) and args[0].isdigit() and int(args[0]) in sizes and (len(args) == 1 or half):
+            return fmt, int(args[0]), half
     raise ValueError("export: --weights is bf16, int8_per_channel, int8_group<G> or int6_group<G> (G in 16..256), or "
-                     "int4_group<G> (G in 8..256), G a power of two")
+                     "int4_group<G> (G in 8..256), G a power of two; a grouped one as <G, f16> for scales as halves")
 
 
-def quantize(name, w, fmt, group):
+def quantize(name, w, fmt, group, half=False):
     """{name: packed, name_scale: scales} as ctformer's QuantizedWeight::quantize computes them (in
-    double: the largest magnitude, the scale rounded to float, q = round half to even of w / s)."""
+    double: the largest magnitude, the scale rounded to float — half: then to the nearest half within
+    ±65504 —, q = round half to even of w / s)."""
+    def stored(s):  # the scale as kept: float, or a half (the integers from the rounded value)
+        return s.clamp(-65504, 65504).to(torch.float16) if half else s
     w64 = w.detach().to(torch.float32).double() if w.dtype != torch.float64 else w.detach()
     if fmt == "bf16":
         return {name: w64.to(torch.float32).to(torch.bfloat16)}
@@ -257,26 +264,26 @@ def quantize(name, w, fmt, group):
         raise ValueError("export: %s has %d inputs, not a multiple of the group %d" % (name, in_f, group))
     g = w64.reshape(out_f, in_f // group, group)
     if fmt == "int8_group":
-        s = (g.abs().amax(dim=2) / 127).to(torch.float32)
+        s = stored((g.abs().amax(dim=2) / 127).to(torch.float32))
         q = torch.where(s[:, :, None] == 0, torch.zeros_like(g), torch.round(g / s.double()[:, :, None])).clamp(-127, 127)
         return {name: q.reshape(out_f, in_f).to(torch.int8), name + "_scale": s}
     m = torch.gather(g, 2, g.abs().argmax(dim=2, keepdim=True))  # the value of largest magnitude (first)
-    half = 32 if fmt == "int6_group" else 8  # (the largest magnitude at -half steps: Q4_0's rule; int6: a byte a weight in [-32, 31])
-    s = (m / -half).to(torch.float32)
-    q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-half, half - 1).to(torch.int16).reshape(out_f, in_f)
+    lim = 32 if fmt == "int6_group" else 8  # (the largest magnitude at -lim steps: Q4_0's rule; int6: a byte a weight in [-32, 31])
+    s = stored((m / -lim).to(torch.float32))
+    q = torch.where(s == 0, torch.zeros_like(g), torch.round(g / s.double())).clamp(-lim, lim - 1).to(torch.int16).reshape(out_f, in_f)
     if fmt == "int6_group":
         return {name: q.to(torch.int8), name + "_scale": s.reshape(out_f, in_f // group)}
     nib = q & 0xF
     return {name: (nib[:, 0::2] | (nib[:, 1::2] << 4)).to(torch.uint8), name + "_scale": s.reshape(out_f, in_f // group)}
 
 
-def quantize_state(sd, c, fmt, group):
-    """The state_dict with its weight matrices in format fmt."""
+def quantize_state(sd, c, fmt, group, half=False):
+    """The state_dict with its weight matrices in format fmt (half: scales as halves)."""
     tied = {"wte.weight", "model.embed_tokens.weight"} if c.get("tied") else set()
     out = {}
     for name, t in sd.items():
         if t.dim() == 2 and (name.endswith(MATRICES) or name in tied):
-            out.update(quantize(name, t, fmt, group))
+            out.update(quantize(name, t, fmt, group, half))
         else:
             out[name] = t
     return out
