@@ -15,6 +15,8 @@
 //                      (d·sc, q − 32); three quarters of a byte (+ 4 per G)
 //   int6_group_min<G>  levels 0..63 with a scale and a minimum per group (s = (max − min) / 63): GGUF's
 //                      Q5_K as stored, and a Q4_K_M file's projections that mix Q4_K and Q6_K by layer
+//   <G, ct::f16>       any grouped format with its scales (and minimums) as IEEE halves: 2 bytes a
+//                      group instead of 4 (GGUF's Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 keep theirs so)
 //
 // A QuantizedWeight keeps the panel layout of PackedWeight (core/panels.hpp: column panels of NR
 // outputs, read front to back) but packs P = 32 / bits consecutive inputs of one output into a

@@ -1,5 +1,5 @@
 // ctformer/simd/simd.hpp — the vector layer the kernels are written in: the arch chosen at compile
-// time (arch.hpp), lane operations (lanes.hpp) and elementwise math (math.hpp).
+// time (arch.hpp), lane operations (lanes.hpp), elementwise math (math.hpp) and halves (half.hpp).
 #pragma once
 #include "arch.hpp"
 #include "half.hpp"
