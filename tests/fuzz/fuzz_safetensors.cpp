@@ -13,6 +13,13 @@ namespace {
 using L = ct::DecoderLayer<ct::d_model<8>, ct::heads<2>, ct::ffn_dim<12>>;
 L::Params params;
 alignas(L::Params) unsigned char before[sizeof(L::Params)];
+// the pre-quantized paths (packed integers, scales and minimums as F32 or F16, six-bit bytes, a
+// format per matrix): seed corpus/layer_quantized is this type's save_state_dict
+using Q = ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<16>,
+                           ct::weights<ct::int6_group_min<16, ct::f16>, ct::up_weights<ct::int4_group<8>>,
+                                       ct::down_weights<ct::int8_per_channel>, ct::o_weights<ct::bf16>>>;
+Q::Params qparams;
+alignas(Q::Params) unsigned char qbefore[sizeof(Q::Params)];
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -28,6 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (st) std::memcpy(before, &params, sizeof params);
         (void)ct::to_string(st.code);
     }
+    std::memcpy(qbefore, &qparams, sizeof qparams);
+    const ct::status qs = ct::load_state_dict(qparams, bytes);
+    if (!qs && std::memcmp(qbefore, &qparams, sizeof qparams) != 0) std::abort();
     ct::safetensors::file<16> f;  // the index alone, and reading one tensor by name
     if (f.parse(bytes)) {
         ct::Tensor<float, 8> t;

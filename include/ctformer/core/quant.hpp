@@ -217,6 +217,12 @@ template <class Fmt> struct quant_panels {
     const scale_t<Fmt>* scales;
     const scale_t<Fmt>* mins = nullptr;   // (has_min<Fmt>: laid out as the scales)
     const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
+    // Panel p's onwards, K inputs a panel (every kernel's stride over the panels).
+    quant_panels panel(std::size_t p, std::size_t K) const {
+        constexpr std::size_t NR = panels::gemm_tile<float>::NR;
+        const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0;
+        return {words + p * (K / Fmt::per_word) * NR, scales + sp, mins ? mins + sp : nullptr, high ? high + p * (K / 16) * NR : nullptr};
+    }
 };
 
 // PyTorch Linear weight W: (Out, In) in format Fmt, layout above. Presents PyTorch's shape and

@@ -197,12 +197,7 @@ template <class Fmt> struct detail::panel_source<quant_panels<Fmt>> {
     // accumulators), at most two rows a pass.
     static constexpr std::size_t streams(std::size_t R) { return gemm_tile<float>::compact || R > 1 ? 1 : 2; }
     static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 ? 2 : R; }
-    static quant_panels<Fmt> at(const quant_panels<Fmt>& b, std::size_t p, std::size_t K) {
-        constexpr std::size_t NR = gemm_tile<float>::NR;
-        const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0;
-        return {b.words + p * (K / Fmt::per_word) * NR, b.scales + sp, b.mins ? b.mins + sp : nullptr,
-                b.high ? b.high + p * (K / 16) * NR : nullptr};
-    }
+    static quant_panels<Fmt> at(const quant_panels<Fmt>& b, std::size_t p, std::size_t K) { return b.panel(p, K); }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const float* a, std::size_t lda, const quant_panels<Fmt>& b, float* c, std::size_t ldc,
                      const float* bias, const Act& act, bool accumulate) {

@@ -351,13 +351,7 @@ template <class Fmt> struct panel_source<q8_panels<Fmt>> {
     // Four rows a pass where 32 vector registers hold their 2·4·NV sums (512-bit vectors), else two
     static constexpr std::size_t pass_rows(std::size_t R) { return R > 2 && !wide_registers ? 2 : R; }
     static constexpr bool wide_registers = simd::width<float> * sizeof(float) >= 64;
-    static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) {
-        constexpr std::size_t NR = gemm_tile<float>::NR;
-        const std::size_t sp = p * (Fmt::group ? b.K / Fmt::group : 1) * NR;
-        return {{b.w.words + p * (b.K / Fmt::per_word) * NR, b.w.scales + sp, b.w.mins ? b.w.mins + sp : nullptr,
-                 b.w.high ? b.w.high + p * (b.K / 16) * NR : nullptr},
-                b.K, b.k0};
-    }
+    static q8_panels<Fmt> at(const q8_panels<Fmt>& b, std::size_t p, std::size_t) { return {b.w.panel(p, b.K), b.K, b.k0}; }
     template <std::size_t R, std::size_t Q, class Act>
     static void tile(std::size_t K, const q8_row* a, std::size_t lda, const q8_panels<Fmt>& b, float* c, std::size_t ldc,
                      const float* bias, const Act& act, bool accumulate) {
@@ -417,7 +411,7 @@ inline void amx_block(const std::int8_t* a, std::size_t a_stride, const std::uin
 // (bytewise: u + 120, then the sign bit flipped), so the tile product is the register kernel's
 // exact sum. int6: the top bits joined first (high: the block's high words), u − 32 as u + 96, flipped.
 template <class Fmt>
-inline void amx_unpack_int4(const std::uint32_t* w, [[maybe_unused]] const std::uint32_t* high, std::size_t B, std::uint32_t* out) {
+inline void amx_unpack_bytes(const std::uint32_t* w, [[maybe_unused]] const std::uint32_t* high, std::size_t B, std::uint32_t* out) {
     using iv = simd::ivec;
     constexpr bool six = has_high_plane<Fmt>;
     const iv bias(six ? 0x60606060 : 0x78787878);
@@ -455,7 +449,7 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
             amx_half h{words + v * W, NR * 4, B, blocks, v};
             if constexpr (P == 8) {
                 for (std::size_t blk = 0; blk < blocks; ++blk)
-                    amx_unpack_int4<Fmt>(words + blk * (B / P) * NR + v * W, high ? high + blk * (B / 16) * NR + v * W : nullptr, B,
+                    amx_unpack_bytes<Fmt>(words + blk * (B / P) * NR + v * W, high ? high + blk * (B / 16) * NR + v * W : nullptr, B,
                                          unpacked + blk * (B / 4) * W);
                 h.w = unpacked, h.w_stride = W * 4;
             }
