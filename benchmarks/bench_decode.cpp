@@ -66,6 +66,8 @@ using Llama335MQ4A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>
                                 ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using Llama630MQ4A8 = ct::Llama<32000, Ctx, 48, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+using Llama630MQ4HA8 = ct::Llama<32000, Ctx, 48, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
+                                 ct::weights<ct::int4_group<32, ct::f16>, ct::int8_activations>>;  // (Q4_0's halves)
 using GPT2Block = ct::DecoderOnlyBlock<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<1024>, ct::norm_first<true>,
                                        ct::activation<ct::gelu_tanh>>;
 using GPT2 = ct::GPT<50257, Ctx, 4, GPT2Block>;
@@ -208,6 +210,7 @@ int main(int argc, char** argv) {
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
     add("decode/llama630M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama630MQ4A8>(st, nullptr); });
+    add("decode/llama630M_q4_0_f16_a8/generate", [](benchmark::State& st) { BM_generate<Llama630MQ4HA8>(st, nullptr); });
     add("sample/vocab32000/greedy", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0}); });
     add("sample/vocab32000/temperature", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0.8f}); });
     add("sample/vocab32000/top_k_top_p_penalty", [](benchmark::State& st) {
