@@ -109,6 +109,7 @@ inline bool quantize_row_q8_blocks(const float* x, std::size_t K, std::int8_t* q
     using vt = simd::vec<float>;
     constexpr std::size_t W = simd::width<float>, NV = B / W;
     constexpr bool shuffled = Fmt::per_word == 8 && simd::lane_shuffle8;  // (int4's order by a lane shuffle)
+    constexpr bool reorder = Fmt::per_word == 8 && !shuffled;            // (... or through memory)
     const std::size_t blocks = K / B;
     alignas(64) float inv[W], step[W], total[W];
     alignas(64) std::int32_t qi[B];
@@ -142,9 +143,10 @@ inline bool quantize_row_q8_blocks(const float* x, std::size_t K, std::int8_t* q
                     simd::ivec r = xsimd::nearbyint_as_int(simd::load(x + (b0 + j) * B + i * W) * vt(inv[j]));
                     tj = tj + r;
                     if constexpr (shuffled) r = simd::evens_first8(r);
-                    r.store_aligned(qi + i * W);
+                    if constexpr (reorder) r.store_aligned(qi + i * W);
+                    else simd::store_low_bytes(r, q + (b0 + j) * B + i * W);
                 }
-                store_q8<Fmt::per_word == 8 && !shuffled>(qi, B, q + (b0 + j) * B);
+                if constexpr (reorder) store_q8<true>(qi, B, q + (b0 + j) * B);
             }
             t[j] = xsimd::to_float(tj);  // (|Σ| <= B · 127: exact)
         }

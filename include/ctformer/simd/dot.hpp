@@ -18,6 +18,7 @@
 #pragma once
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "arch.hpp"
@@ -63,6 +64,39 @@ inline ivec evens_first8(const ivec& v) {
 inline constexpr bool lane_shuffle8 = false;
 inline ivec evens_first8(const ivec& v) { return v; }
 #endif
+
+// The low bytes of v's lanes (each in [-128, 127]) to p, one byte a lane: a block's int32 roundings
+// to its int8 row in one narrowing (vpmovdb, packs, vmovn) instead of lane by lane.
+template <class R> [[gnu::always_inline]] inline void store_low_bytes(const R& v, std::int8_t* p) {
+#if CTFORMER_XSIMD && defined(__AVX512F__)
+    if constexpr (sizeof(R) == 64) return _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+#endif
+#if CTFORMER_XSIMD && defined(__AVX2__)
+    if constexpr (sizeof(R) == 32) {
+        const __m256i x = v;
+        const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+        return _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(w, w));
+    }
+#endif
+#if CTFORMER_XSIMD && defined(__SSE2__)
+    if constexpr (sizeof(R) == 16) {
+        const __m128i w = _mm_packs_epi32(v, v);
+        const std::int32_t b = _mm_cvtsi128_si32(_mm_packs_epi16(w, w));
+        return static_cast<void>(std::memcpy(p, &b, 4));
+    }
+#endif
+#if CTFORMER_XSIMD && (defined(__aarch64__) || defined(__ARM_NEON))
+    if constexpr (sizeof(R) == 16) {
+        const int16x4_t h = vmovn_s32(v);
+        const std::int32_t b = vget_lane_s32(vreinterpret_s32_s8(vmovn_s16(vcombine_s16(h, h))), 0);
+        return static_cast<void>(std::memcpy(p, &b, 4));
+    }
+#endif
+    constexpr std::size_t n = sizeof(R) / 4;
+    alignas(64) std::int32_t lanes[n];
+    std::memcpy(lanes, &v, sizeof lanes);
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::int8_t>(lanes[i]);
+}
 
 namespace detail {
 // Byte j of each lane, sign-extended (signed) or zero-extended, as int32 lanes.
