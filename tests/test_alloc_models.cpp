@@ -252,13 +252,13 @@ TEST_CASE("no heap allocation with adapters on a cross-attention stack: train, f
     CHECK(n == 0);
 }
 
-TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format; six-bit weights run") {
+TEST_CASE("no heap allocation loading a Llama from GGUF: parse, configuration, names, every block format; six-bit weights and f16 scales run") {
     using M = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>>;
-    using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32>>>;
+    using Q = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, ct::weights<ct::int4_group<32, ct::f16>>>;
     static M::Params p, back;
     static Q::Params q;
     using Mixed = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>,
-                            ct::weights<ct::int4_group_min<32>, ct::int8_activations, ct::head_weights<ct::int8_group<32>>>>;
+                            ct::weights<ct::int4_group_min<32>, ct::int8_activations, ct::head_weights<ct::int8_group<32, ct::f16>>>>;
     static Mixed::Params mixed;
     // (six-bit weights: Q4_0 as levels with a minimum, its head as int6; then a forward and a generate on them)
     using Six = ct::Llama<13, 8, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>,

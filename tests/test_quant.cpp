@@ -223,7 +223,7 @@ TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized p
 // reference over get(): every row count the GEMM dispatches differently, two K blocks, edge panels.
 TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its scalar reference", Fmt, ct::bf16,
                    ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>,
-                   ct::int4_group_min<16>, ct::int6_group<16>, ct::int6_group_min<16>) {
+                   ct::int4_group_min<16>, ct::int6_group<16>, ct::int6_group_min<16>, ct::int4_group<16, ct::f16>) {
     constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = 320;
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
