@@ -152,6 +152,9 @@ template <class D, class E> struct mix_with;
 template <class D, class... E> struct mix_with<D, entries<E...>> { using type = per_tensor<D, E...>; };
 }  // namespace detail
 template <class F, class... More> struct weights {
+    static_assert(requires { F::per_word; F::group; },
+                  "ctformer: ct::weights<F, ...>: F is a weight format (ct::dense, ct::bf16, ct::int8_per_channel, "
+                  "ct::int8_group<G>, ct::int4_group<G>, ...; ct::f16 is a scale type: ct::int8_group<32, ct::f16>)");
     static_assert(((detail::activation_kind<More> || detail::role_override<More>) && ...),
                   "ctformer: ct::weights<F, A, Overrides...>: A is ct::float_activations or ct::int8_activations, an "
                   "override is ct::q_weights<F2>, k_, v_, o_, gate_, up_, down_ or head_weights<F2>");
