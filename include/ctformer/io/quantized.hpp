@@ -10,9 +10,10 @@
 //   int4_group_min<G>  as int4_group<G> with levels 0..15, and N_min F32 (Out, In / G)
 //   int6_group<G>      N I8 (Out, In) in [-32, 31], N_scale F32 (Out, In / G)
 //   int6_group_min<G>  N I8 (Out, In) in [0, 63],   N_scale and N_min F32 (Out, In / G)
-// with ct::f16 scales (int8_group<G, ct::f16>, ...) N_scale and N_min are F16 (a float format reads
-// F16 scales too: exact), which save_state_dict writes and load_state_dict reads back exactly (tools/export.py writes the
-// same with --weights). A file whose N is in a float dtype is quantized at load instead.
+// (with ct::f16 scales, int8_group<G, ct::f16> ..., N_scale and N_min are F16; a float format reads
+// F16 scales too: exact), which save_state_dict writes and load_state_dict reads back exactly
+// (tools/export.py writes the same with --weights). A file whose N is in a float dtype is quantized
+// at load instead.
 #pragma once
 #include <array>
 #include <cstddef>
