@@ -217,6 +217,11 @@ template <class Fmt> struct quant_panels {
     const scale_t<Fmt>* scales;
     const scale_t<Fmt>* mins = nullptr;   // (has_min<Fmt>: laid out as the scales)
     const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
+    // One scale per output (int8_per_channel: applied to the row sums), or none (grouped: per group).
+    const float* row_scales() const {
+        if constexpr (Fmt::scaled && Fmt::group == 0) return scales;
+        else return nullptr;
+    }
     // Panel p's onwards, K inputs a panel (every kernel's stride over the panels).
     quant_panels panel(std::size_t p, std::size_t K) const {
         constexpr std::size_t NR = panels::gemm_tile<float>::NR;

@@ -157,18 +157,19 @@ template <std::size_t Cap>
         t << prefix << n;
         return status::error(code, t.view());
     };
-    auto check = [&](std::string_view n, dtype type, std::size_t rank, const std::size_t* shape) {
+    // (also: a second dtype accepted, F16 scales for F32 ones: they widen exactly)
+    auto check = [&](std::string_view n, dtype type, std::size_t rank, const std::size_t* shape, dtype also) {
         text t;
         t << prefix << n;
         const entry* e = f.find(prefix, n);
         if (!e) return status::error(errc::missing_tensor, t.view());
-        if (e->type != type && !(type == dtype::F32 && n != name && e->type == dtype::F16)) {  // (F16 scales widen exactly)
+        if (e->type != type && e->type != also) {
             t << ": " << dtype_names[static_cast<std::size_t>(e->type)] << ", expected " << dtype_names[static_cast<std::size_t>(type)];
             return status::error(errc::wrong_dtype, t.view());
         }
         return check_shape(t, *e, rank, shape);
     };
-    if (status st = check(name, q.packed, 2, q.packed_shape); !st) return st;
+    if (status st = check(name, q.packed, 2, q.packed_shape, q.packed); !st) return st;
     const entry& w = *f.find(prefix, name);
     if (q.bf16) {
         if (opt.reject_non_finite || opt.max_abs > 0)
@@ -186,9 +187,10 @@ template <std::size_t Cap>
     }
     if (q.scaled) {
         const scale_name sn(name), mn(name, "_min");
-        if (status st = check(sn.view(), q.scale_dtype, q.scale_rank, q.scale_shape); !st) return st;
+        const dtype also = q.scale_dtype == dtype::F32 ? dtype::F16 : q.scale_dtype;
+        if (status st = check(sn.view(), q.scale_dtype, q.scale_rank, q.scale_shape, also); !st) return st;
         if (q.with_min)
-            if (status st = check(mn.view(), q.scale_dtype, q.scale_rank, q.scale_shape); !st) return st;
+            if (status st = check(mn.view(), q.scale_dtype, q.scale_rank, q.scale_shape, also); !st) return st;
         const entry& e = *f.find(prefix, sn.view());
         const entry* me = q.with_min ? f.find(prefix, mn.view()) : nullptr;
         const double qmax = q.qmax;

@@ -531,11 +531,6 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
 // A vector of a quantized weight's scales (or minimums) as floats: stored as floats, or as halves.
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const float* p) { return simd::load(p); }
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const std::uint16_t* p) { return simd::load_half(p); }
-// The scales of an ungrouped format (int8_per_channel: floats), else none.
-template <class S> constexpr const float* ungrouped_scales(bool grouped, const S* scales) {
-    if constexpr (std::is_same_v<S, float>) return grouped ? nullptr : scales;
-    else return nullptr;
-}
 
 // The quantized GEMV tiles' last step: c: (R, Q·NR) at ldc (+)= acc · scales (per column, ps
 // apart per panel; null: none) + bias, then act.

@@ -162,7 +162,7 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
                 }
         }
     }
-    store_scaled_tile<R, Q>(acc, ungrouped_scales(!Fmt::scaled || grouped, b.scales), ps, c, ldc, bias, act, accumulate);
+    store_scaled_tile<R, Q>(acc, b.row_scales(), ps, c, ldc, bias, act, accumulate);
 }
 
 // ((K / S) x NR) words and (groups x NR) scales a panel; rows k0 .. k0 + kc of panel b dequantized

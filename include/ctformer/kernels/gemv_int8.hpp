@@ -345,7 +345,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 }
         }
     }
-    store_scaled_tile<R, Q>(acc, ungrouped_scales(G != 0, b.w.scales), ps, c, ldc, bias, act, accumulate);
+    store_scaled_tile<R, Q>(acc, b.w.row_scales(), ps, c, ldc, bias, act, accumulate);
 }
 
 template <class Fmt> struct panel_source<q8_panels<Fmt>> {
