@@ -4,6 +4,7 @@
 //   ivec          32-bit integer lanes, as many as vec<float> has (a scalar int32 where floats have
 //                 no vectors)
 //   dot_i8(acc, w, x)    acc[i] += Σ_j w[i].byte(j) · x[i].byte(j), w and x signed, in [-127, 127]
+//   dot_i8(acc, w, x, ax)  the same with ax = |x| given (dot_i8_takes_abs: computed once a row)
 //   dot_u8(acc, u, x)    the same with u unsigned, in [0, 127]
 //   dot_u4x2(p, u, x, v, y), partial_sum(p)   two dot_u8 with u, v in [0, 15] (int4 levels), summed
 //                        in 16 bits where that pays (x86), widened once per block
@@ -200,6 +201,25 @@ inline int32x4_t neon_dot(int32x4_t acc, int8x16_t a, int8x16_t x) {
     } else
 #endif
         return detail::dot_fields<true>(acc, w, x);
+}
+
+// Whether dot_i8 forms |x| itself (x86 without VNNI: maddubs takes |x| unsigned and w with x's
+// sign), so that a caller multiplying one x by many w may give |x| once (the four-argument dot_i8).
+inline constexpr bool dot_i8_takes_abs =
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    vectorized<float>;
+#else
+    false;
+#endif
+// dot_i8 with ax = |x| (bytewise) given; where dot_i8_takes_abs is false, ax is not read.
+[[gnu::always_inline]] inline ivec dot_i8(const ivec& acc, const ivec& w, const ivec& x, [[maybe_unused]] const ivec& ax) {
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    if constexpr (dot_i8_takes_abs) {
+        using R = typename ivec::register_type;
+        return ivec(detail::maddubs_acc<R>(acc, R(ax), detail::sign_i8<R>(w, x)));
+    } else
+#endif
+        return dot_i8(acc, w, x);
 }
 
 // acc[i] += Σ_j u[i].byte(j) · x[i].byte(j), u unsigned in [0, 127], x signed.
