@@ -38,19 +38,22 @@ std::int32_t byte_of(std::int32_t w, int j, bool is_signed) {
     return is_signed && b > 127 ? b - 256 : b;
 }
 
-// ---- simd::dot_i8, simd::dot_u8: every lane, the extremes ----
+// ---- simd::dot_i8 (with |w| given too), simd::dot_u8: every lane, the extremes ----
 
 template <class V = ct::simd::ivec>
 void run_dots(const std::int32_t* acc, const std::int32_t* w, const std::int32_t* x, const std::int32_t* u, std::int32_t* out_i,
-              std::int32_t* out_u) {
+              std::int32_t* out_u, std::int32_t* out_a) {
     if constexpr (std::is_same_v<V, std::int32_t>) {
         *out_i = ct::simd::dot_i8(V(*acc), V(*w), V(*x));  // (V(...): dependent, discarded on vector builds)
         *out_u = ct::simd::dot_u8(V(*acc), V(*u), V(*x));
+        *out_a = ct::simd::dot_i8(V(*acc), V(*x), V(*w), ct::simd::abs_i8(V(*w)));  // (the kernels' roles: |w| given)
     }
 #if CTFORMER_XSIMD
     else {
-        ct::simd::dot_i8(V::load_unaligned(acc), V::load_unaligned(w), V::load_unaligned(x)).store_unaligned(out_i);
-        ct::simd::dot_u8(V::load_unaligned(acc), V::load_unaligned(u), V::load_unaligned(x)).store_unaligned(out_u);
+        const V vw = V::load_unaligned(w), vx = V::load_unaligned(x);
+        ct::simd::dot_i8(V::load_unaligned(acc), vw, vx).store_unaligned(out_i);
+        ct::simd::dot_u8(V::load_unaligned(acc), V::load_unaligned(u), vx).store_unaligned(out_u);
+        ct::simd::dot_i8(V::load_unaligned(acc), vx, vw, ct::simd::abs_i8(vw)).store_unaligned(out_a);
     }
 #endif
 }
@@ -78,7 +81,7 @@ TEST_CASE("quant int8: byte dot products = scalar sums on every lane, extremes i
     std::mt19937 g(5);
     std::uniform_int_distribution<int> s8(-127, 127), u8(0, 127);
     for (int trial = 0; trial < 200; ++trial) {
-        alignas(64) std::int32_t w[L], x[L], u[L], acc[L], out_i[L], out_u[L];
+        alignas(64) std::int32_t w[L], x[L], u[L], acc[L], out_i[L], out_u[L], out_a[L];
         for (std::size_t l = 0; l < L; ++l) {
             std::uint32_t pw = 0, px = 0, pu = 0;
             for (int j = 0; j < 4; ++j) {
@@ -90,7 +93,7 @@ TEST_CASE("quant int8: byte dot products = scalar sums on every lane, extremes i
             w[l] = std::int32_t(pw), x[l] = std::int32_t(px), u[l] = std::int32_t(pu);
             acc[l] = s8(g) * 1000;
         }
-        run_dots(acc, w, x, u, out_i, out_u);
+        run_dots(acc, w, x, u, out_i, out_u, out_a);
         for (std::size_t l = 0; l < L; ++l) {
             std::int32_t ri = acc[l], ru = acc[l];
             for (int j = 0; j < 4; ++j) {
@@ -100,6 +103,7 @@ TEST_CASE("quant int8: byte dot products = scalar sums on every lane, extremes i
             INFO("trial " << trial << " lane " << l);
             REQUIRE(out_i[l] == ri);
             REQUIRE(out_u[l] == ru);
+            REQUIRE(out_a[l] == ri);
         }
     }
 }

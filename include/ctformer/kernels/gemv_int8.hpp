@@ -37,16 +37,16 @@ namespace ctformer::kernels {
 
 // One row of activations quantized for the integer dot: q (int8; int4 formats: each 8 inputs
 // stored evens first, x0 x2 x4 x6 x1 x3 x5 x7, the order a word's low and high nibbles hold),
-// scale[b] and (int4) sum[b] = Σ q of block b; qa = |q| where takes_abs<Fmt> (else unread).
+// scale[b] and (int4) sum[b] = Σ q of block b.
 struct q8_row {
     const std::int8_t* q;
     const float* scale;
     const std::int32_t* sum;
-    const std::int8_t* qa = nullptr;
 };
 
-// Whether the int8 kernels read |q| from the row (x86 without VNNI: simd::dot_i8_takes_abs), formed
-// once a row instead of once a row for every panel.
+// Whether the int8 kernels give the dot |w| (x86 without VNNI, simd::dot_i8_takes_abs): formed once
+// a weight vector for all the rows of a pass, the activations' sign moved onto w (dot_i8's roles
+// swapped) instead of |x| formed once a row and vector.
 template <class Fmt> inline constexpr bool takes_abs = Fmt::per_word == 4 && simd::dot_i8_takes_abs && !simd::exact_u8_dot;
 
 // Inputs per activation block for K inputs of format Fmt.
@@ -189,18 +189,6 @@ template <class Fmt> inline void quantize_row_q8(const float* x, std::size_t K, 
     }
 }
 
-// qa[0..K) <- |q[0..K)| (K whole vectors of bytes where vectorized).
-inline void abs_bytes(const std::int8_t* q, std::size_t K, std::int8_t* qa) {
-    std::size_t k = 0;
-#if CTFORMER_XSIMD
-    if constexpr (simd::vectorized<float>) {
-        using bv = xsimd::batch<std::int8_t, simd::arch>;
-        for (; k + bv::size <= K; k += bv::size) xsimd::abs(bv::load_unaligned(q + k)).store_unaligned(qa + k);
-    }
-#endif
-    for (; k < K; ++k) qa[k] = static_cast<std::int8_t>(q[k] < 0 ? -q[k] : q[k]);
-}
-
 namespace detail {
 
 // The panels of one weight seen from K-chunk [k0, k0 + kc): the tile's K is the chunk's, the
@@ -294,17 +282,19 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v) w[q][v] = w[q][v] ^ iv(std::int32_t(0x80808080u));
                 }
+                [[maybe_unused]] iv wa[Q][NV];
+                if constexpr (takes_abs<Fmt>)
+                    for (std::size_t q = 0; q < Q; ++q)
+                        for (std::size_t v = 0; v < NV; ++v) wa[q][v] = simd::abs_i8(w[q][v]);
 #pragma GCC unroll 4
                 for (std::size_t r = 0; r < R; ++r) {
                     const iv x = splat_word(a[r * lda].q + 4 * kw);
-                    [[maybe_unused]] iv xa;
-                    if constexpr (takes_abs<Fmt>) xa = splat_word(a[r * lda].qa + 4 * kw);
 #pragma GCC unroll 4
                     for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v) {
                             if constexpr (simd::exact_u8_dot) isum[r][q][v] = simd::dot_u8_full(isum[r][q][v], w[q][v], x);
-                            else if constexpr (takes_abs<Fmt>) isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x, xa);
+                            else if constexpr (takes_abs<Fmt>) isum[r][q][v] = simd::dot_i8(isum[r][q][v], x, w[q][v], wa[q][v]);
                             else isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x);
                         }
                 }
@@ -478,7 +468,7 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
             }
             for (std::size_t g = 0; g < R / amx_rows; ++g) {
                 const std::size_t r0 = g * amx_rows;
-                const q8_row rows{a[0].q + r0 * b.a_stride, a[0].scale + r0 * b.s_stride, a[0].sum + r0 * b.s_stride, nullptr};
+                const q8_row rows{a[0].q + r0 * b.a_stride, a[0].scale + r0 * b.s_stride, a[0].sum + r0 * b.s_stride};
                 amx_group(h, rows, b, c + r0 * ldc, ldc, bias, act, accumulate);
             }
         }
@@ -569,7 +559,7 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
         alignas(64) std::int8_t q[RM][chunk];
         alignas(64) float scale[RM][chunk / 16];  // (blocks of 16 inputs or more)
         alignas(64) std::int32_t sum[RM][chunk / 16];
-        const q8_row view{q[0], scale[0], sum[0], nullptr};
+        const q8_row view{q[0], scale[0], sum[0]};
         detail::amx_configure(B);
         for (std::size_t m0 = 0; m0 < m_amx;) {
             const std::size_t mr = m_amx - m0 >= RM ? RM : m_amx - m0 >= 2 * R ? 2 * R : R;
@@ -594,7 +584,6 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
     }
 #endif
     alignas(64) std::int8_t q[rows][chunk];
-    [[maybe_unused]] alignas(64) std::int8_t qa[rows][takes_abs<Fmt> ? chunk : 1];
     alignas(64) float scale[rows][chunk / 4];
     alignas(64) std::int32_t sum[rows][chunk / 4];
     q8_row view[rows];
@@ -604,8 +593,7 @@ inline void gemm_panels_int8(std::size_t M, std::size_t N, std::size_t K, const 
             const std::size_t kc = K - k0 < chunk ? K - k0 : chunk;
             for (std::size_t r = 0; r < mr; ++r) {
                 quantize_row_q8<Fmt>(a + (m0 + r) * lda + k0, kc, B, q[r], scale[r], sum[r]);
-                view[r] = {q[r], scale[r], sum[r], nullptr};
-                if constexpr (takes_abs<Fmt>) abs_bytes(q[r], kc, qa[r]), view[r].qa = qa[r];
+                view[r] = {q[r], scale[r], sum[r]};
             }
             const detail::q8_panels<Fmt> src{b, K, k0};
             const bool first = k0 == 0, last = k0 + kc == K;

@@ -4,7 +4,7 @@
 //   ivec          32-bit integer lanes, as many as vec<float> has (a scalar int32 where floats have
 //                 no vectors)
 //   dot_i8(acc, w, x)    acc[i] += Σ_j w[i].byte(j) · x[i].byte(j), w and x signed, in [-127, 127]
-//   dot_i8(acc, w, x, ax)  the same with ax = |x| given (dot_i8_takes_abs: computed once a row)
+//   dot_i8(acc, w, x, ax)  the same with ax = abs_i8(x) given (dot_i8_takes_abs: formed once for many w)
 //   dot_u8(acc, u, x)    the same with u unsigned, in [0, 127]
 //   dot_u4x2(p, u, x, v, y), partial_sum(p)   two dot_u8 with u, v in [0, 15] (int4 levels), summed
 //                        in 16 bits where that pays (x86), widened once per block
@@ -211,6 +211,13 @@ inline constexpr bool dot_i8_takes_abs =
 #else
     false;
 #endif
+// |x| bytewise where dot_i8_takes_abs (x in [-127, 127]); elsewhere x itself (the four-argument dot_i8 ignores it).
+inline ivec abs_i8(const ivec& x) {
+#if CTFORMER_XSIMD && defined(__SSSE3__)
+    if constexpr (dot_i8_takes_abs) return ivec(detail::abs_i8<typename ivec::register_type>(x)); else
+#endif
+    return x;
+}
 // dot_i8 with ax = |x| (bytewise) given; where dot_i8_takes_abs is false, ax is not read.
 [[gnu::always_inline]] inline ivec dot_i8(const ivec& acc, const ivec& w, const ivec& x, [[maybe_unused]] const ivec& ax) {
 #if CTFORMER_XSIMD && defined(__SSSE3__)
