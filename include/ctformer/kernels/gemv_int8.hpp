@@ -44,11 +44,6 @@ struct q8_row {
     const std::int32_t* sum;
 };
 
-// Whether the int8 kernels give the dot |w| (x86 without VNNI, simd::dot_i8_takes_abs): formed once
-// a weight vector for all the rows of a pass, the activations' sign moved onto w (dot_i8's roles
-// swapped) instead of |x| formed once a row and vector.
-template <class Fmt> inline constexpr bool takes_abs = Fmt::per_word == 4 && simd::dot_i8_takes_abs && !simd::exact_u8_dot;
-
 // Inputs per activation block for K inputs of format Fmt.
 template <class Fmt> constexpr std::size_t q8_block(std::size_t K) {
     constexpr std::size_t cap = Fmt::group && Fmt::group < 32 ? Fmt::group : 32;
@@ -282,8 +277,10 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v) w[q][v] = w[q][v] ^ iv(std::int32_t(0x80808080u));
                 }
+                // without: |w| formed once a weight vector for the pass's rows, the sign moved onto x
+                // (dot_i8's roles swapped; abs_i8 is w itself where dot_i8 forms no |x|: NEON, scalar)
                 [[maybe_unused]] iv wa[Q][NV];
-                if constexpr (takes_abs<Fmt>)
+                if constexpr (!simd::exact_u8_dot)
                     for (std::size_t q = 0; q < Q; ++q)
                         for (std::size_t v = 0; v < NV; ++v) wa[q][v] = simd::abs_i8(w[q][v]);
 #pragma GCC unroll 4
@@ -294,8 +291,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 #pragma GCC unroll 4
                         for (std::size_t v = 0; v < NV; ++v) {
                             if constexpr (simd::exact_u8_dot) isum[r][q][v] = simd::dot_u8_full(isum[r][q][v], w[q][v], x);
-                            else if constexpr (takes_abs<Fmt>) isum[r][q][v] = simd::dot_i8(isum[r][q][v], x, w[q][v], wa[q][v]);
-                            else isum[r][q][v] = simd::dot_i8(isum[r][q][v], w[q][v], x);
+                            else isum[r][q][v] = simd::dot_i8(isum[r][q][v], x, w[q][v], wa[q][v]);
                         }
                 }
             } else {  // int4: each nibble + 8 (flip its top bit: unsigned; unsigned levels as they are),
