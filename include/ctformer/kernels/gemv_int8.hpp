@@ -356,7 +356,12 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 }
 
 template <class Fmt> struct panel_source<q8_panels<Fmt>> {
-    static constexpr std::size_t streams(std::size_t R) { return gemm_tile<float>::compact || R > 1 ? 1 : 2; }
+    // One row: two panels side by side, but int4 on 16-register tiles (MR 6) one — two streams'
+    // nibble planes and sums spill there, and the requests made ahead keep one stream's loads in flight
+    static constexpr std::size_t streams(std::size_t R) {
+        if (gemm_tile<float>::compact || R > 1) return 1;
+        return Fmt::per_word == 8 && gemm_tile<float>::MR < 12 ? 1 : 2;
+    }
     // Four rows a pass where their integer sums take at most 8 vectors (AVX2, AVX-512), else two:
     // more spill them, and a spilled sum's store and reload chain each word's step
     static constexpr std::size_t pass_rows(std::size_t R) { return R * gemm_tile<float>::NV <= 8 ? R : 2; }
