@@ -356,8 +356,9 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
 }
 
 template <class Fmt> struct panel_source<q8_panels<Fmt>> {
-    // One row: two panels side by side, but int4 on 16-register tiles (MR 6) one — two streams'
-    // nibble planes and sums spill there, and the requests made ahead keep one stream's loads in flight
+    // One row: two panels side by side, but nibble words (int4, int6) on 16-register tiles (MR 6:
+    // AVX2, SSE, NEON) one — two streams' nibble planes and sums spill there, and the requests made
+    // ahead (streams_ahead) keep one stream's loads in flight
     static constexpr std::size_t streams(std::size_t R) {
         if (gemm_tile<float>::compact || R > 1) return 1;
         return Fmt::per_word == 8 && gemm_tile<float>::MR < 12 ? 1 : 2;
