@@ -51,7 +51,17 @@ inline double check_rel(const char* what, const float* got, const float* want, s
 // A minimum per group (int8_group_min, int4_group_min): random values of the scales' order (up to 40 steps), so the
 // kernels' subtraction is seen; the other formats are left as they are.
 template <class W> void random_minimums(W& w, unsigned seed) {
-    if constexpr (ct::has_min<typename W::format>) {
+    if constexpr (ct::has_min<typename W::format> && W::two_level) {  // (an int8 a group times a half a 256 inputs)
+        std::uint32_t x = seed;
+        for (std::size_t o = 0; o < W::out_features; ++o)
+            for (std::size_t k = 0; k < W::in_features; k += W::format::group) {
+                x = x * 1664525u + 1013904223u;
+                const float top = ct::has_high_plane<typename W::format> ? 63.f : 15.f;
+                if (k % ct::kscale::super == 0)
+                    w.super.mins[W::super_index(o, k)] = ct::simd::half_bits(std::fabs(w.scale_of(o, k)) * top / 127.f + 1e-3f);
+                w.mins[W::scale_index(o, k)] = static_cast<std::int8_t>(static_cast<int>((x >> 8) % 255) - 127);
+            }
+    } else if constexpr (ct::has_min<typename W::format>) {
         std::uint32_t x = seed;
         for (std::size_t o = 0; o < W::out_features; ++o)
             for (std::size_t k = 0; k < W::in_features; k += W::format::group) {

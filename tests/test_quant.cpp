@@ -219,12 +219,72 @@ TEST_CASE_TEMPLATE("quant: gemm_panels over quantized panels = the dequantized p
     kernel_case<Fmt, 8, 64>();                                            // one partial panel
 }
 
+// k-quant scales (ct::kscale): a group's scale an int8 times a half per 256 inputs, in every kernel.
+TEST_CASE_TEMPLATE("quant: two-level scales (ct::kscale) — the rule, exact products, every kernel", Fmt,
+                   ct::int4_group_min<32, ct::kscale>, ct::int6_group_min<16, ct::kscale>, ct::int6_group<16, ct::kscale>,
+                   ct::int8_group<32, ct::kscale>) {
+    constexpr std::size_t Out = 37, In = 512;
+    using W = ct::QuantizedWeight<Fmt, Out, In>;
+    static_assert(W::two_level && sizeof(typename W::scale_type) == 1);
+    static W w;
+    std::vector<float> v = random_values(Out * In, 21);
+    for (std::size_t k = 0; k < In; ++k) v[5 * In + k] = 0;  // an all-zero row
+    w.quantize([&](std::size_t i) { return v[i]; });
+    constexpr bool levels = ct::unsigned_levels<Fmt>;
+    double err2 = 0, step2 = 0;
+    std::size_t n = 0;
+    for (std::size_t o = 0; o < Out; ++o)
+        for (std::size_t k0 = 0; k0 < In; k0 += ct::kscale::super) {
+            // the half is the 256 inputs' largest scale over 127 (rounded), each int8 the nearest multiple
+            double s[ct::kscale::super / Fmt::group], big = 0;
+            for (std::size_t g = 0; g < ct::kscale::super / Fmt::group; ++g) {
+                double m;
+                W::group_rule([&](std::size_t i) { return v[i]; }, o, k0 + g * Fmt::group, s[g], m);
+                big = std::max(big, std::fabs(s[g]));
+            }
+            const std::uint16_t h = w.super.scales[W::super_index(o, k0)];
+            CHECK(h == ct::simd::half_bits(static_cast<float>(big / 127)));
+            const double d = ct::simd::half_value(h);
+            for (std::size_t g = 0; g < ct::kscale::super / Fmt::group; ++g) {
+                const std::size_t k = k0 + g * Fmt::group;
+                if (d != 0) CHECK(std::fabs(double(w.scales[W::scale_index(o, k)]) - s[g] / d) <= 0.5 + 1e-9);
+                CHECK(w.scale_of(o, k) == static_cast<float>(d * w.scales[W::scale_index(o, k)]));  // (exact)
+                // every integer is the rule's from the scale (and minimum) as stored: nearest, clamped
+                const double se = w.scale_of(o, k), lo = levels ? -double(w.min_of(o, k)) : 0.0;
+                constexpr double half = double(1u << (ct::level_bits<Fmt> - 1)), top = double((1u << ct::level_bits<Fmt>) - 1);
+                constexpr double qlo = levels ? 0 : Fmt::per_word == 4 ? -127 : -half, qhi = levels ? top : Fmt::per_word == 4 ? 127 : half - 1;
+                for (std::size_t j = k; j < k + Fmt::group; ++j) {
+                    const double q = se == 0 ? 0 : std::clamp(std::nearbyint((v[o * In + j] - lo) / se), qlo, qhi);
+                    INFO("o " << o << " k " << j << ": " << v[o * In + j] << " -> " << w.get(o * In + j));
+                    CHECK(w.get(o * In + j) == static_cast<float>(levels ? float(se) * float(q) - w.min_of(o, k) : float(se) * float(q)));
+                    err2 += (v[o * In + j] - w.get(o * In + j)) * double(v[o * In + j] - w.get(o * In + j)), step2 += se * se, ++n;
+                }
+            }
+        }
+    // and near the values: the RMS error within 0.4 of the RMS step (rounding alone: 0.29)
+    INFO("RMS error " << std::sqrt(err2 / n) << ", RMS step " << std::sqrt(step2 / n));
+    CHECK(std::sqrt(err2 / n) <= 0.4 * std::sqrt(step2 / n));
+    for (std::size_t k = 0; k < In; ++k) CHECK(w.get(5 * In + k) == 0.f);
+    // the vector widening of int8s = the scalar one, every value
+    alignas(64) std::int8_t all[256];
+    for (int i = 0; i < 256; ++i) all[i] = static_cast<std::int8_t>(i - 128);
+    constexpr std::size_t L = ct::simd::width<float>;
+    for (std::size_t i = 0; i < 256; i += L) {
+        float lanes[L];
+        ct::simd::store(lanes, ct::simd::load_i8(all + i));
+        for (std::size_t j = 0; j < L; ++j) CHECK(lanes[j] == float(all[i + j]));
+    }
+    kernel_case<Fmt, 3 * ct::kernels::gemm_tile<float>::NR + 5, 512>();  // two K blocks, an edge panel
+    kernel_case<Fmt, 8, 256>();                                           // one partial panel
+}
+
 // dX (+)= dY · W through quantized panels (adapters train over quantized bases) against the double
 // reference over get(): every row count the GEMM dispatches differently, two K blocks, edge panels.
 TEST_CASE_TEMPLATE("quant: gemm_nt_quant (the input gradient through W) = its scalar reference", Fmt, ct::bf16,
                    ct::int8_per_channel, ct::int8_group_min<16>, ct::int4_group<16>, ct::int8_dot<ct::int4_group<16>>,
-                   ct::int4_group_min<16>, ct::int6_group<16>, ct::int6_group_min<16>, ct::int4_group<16, ct::f16>) {
-    constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = 320;
+                   ct::int4_group_min<16>, ct::int6_group<16>, ct::int6_group_min<16>, ct::int4_group<16, ct::f16>,
+                   ct::int8_dot<ct::int6_group_min<16, ct::kscale>>) {
+    constexpr std::size_t Out = 2 * ct::kernels::gemm_tile<float>::NR + 3, In = ct::two_level_scales<Fmt> ? 512 : 320;
     using W = ct::QuantizedWeight<Fmt, Out, In>;
     static W w;
     const std::vector<float> v = random_values(Out * In, 11);

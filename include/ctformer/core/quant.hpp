@@ -17,6 +17,9 @@
 //                      Q5_K as stored, and a Q4_K_M file's projections that mix Q4_K and Q6_K by layer
 //   <G, ct::f16>       any grouped format with its scales (and minimums) as IEEE halves: 2 bytes a
 //                      group instead of 4 (GGUF's Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 keep theirs so)
+//   <G, ct::kscale>    k-quant scales: a group's scale (and minimum) an int8 times a half shared by
+//                      256 inputs (GGUF's Q4_K, Q5_K, Q6_K as stored: d·sc, dmin·m); 1 byte a group
+//                      and 2 per 256, so Q4_K reads in 4.6 bits a weight instead of 6
 //
 // A QuantizedWeight keeps the panel layout of PackedWeight (core/panels.hpp: column panels of NR
 // outputs, read front to back) but packs P = 32 / bits consecutive inputs of one output into a
@@ -36,6 +39,11 @@
 //   bits 8·j + 4·t + 2·e (k % 16 = 8t + 2j + e)
 //
 // so that byte j of a high word, shifted, lands on the bytes int4's evens and odds widen to.
+//
+// Two-level scales (ct::kscale) keep the groups' int8s where the scales are and the halves in a
+// plane of their own, one per 256 inputs of an output in the same panel order:
+//
+//   half of input k of output n:  supers[((n / NR) · In/256 + k / 256) · NR + n % NR]
 #pragma once
 #include <bit>
 #include <cmath>
@@ -54,6 +62,13 @@ namespace ctformer {
 struct f16 {
     static constexpr const char* name = "f16";
 };
+// Two-level scales, the k-quants': a group's scale is an int8 times its 256 inputs' half (exact in
+// float), kept in a plane of int8s and a plane of halves (layout below).
+struct kscale {
+    static constexpr const char* name = "kscale";
+    static constexpr std::size_t super = 256;  // inputs sharing a half
+};
+template <class S> inline constexpr bool scale_kind = std::is_same_v<S, float> || std::is_same_v<S, f16> || std::is_same_v<S, kscale>;
 
 struct dense {
     static constexpr const char* name = "dense";
@@ -77,7 +92,7 @@ template <std::size_t G, class S = float> struct int8_group {
     static constexpr std::size_t per_word = 4, group = G;
     static constexpr bool scaled = true, integer_dot = false;
     using scale_type = S;
-    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
+    static_assert(scale_kind<S>, "ctformer: a format's scales are float, ct::f16 or ct::kscale");
 };
 template <std::size_t G, class S = float> struct int8_group_min : int8_group<G, S> {
     static constexpr const char* name = "int8_group_min";
@@ -89,7 +104,7 @@ template <std::size_t G, class S = float> struct int4_group {
     static constexpr std::size_t per_word = 8, group = G;
     static constexpr bool scaled = true, integer_dot = false;
     using scale_type = S;
-    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
+    static_assert(scale_kind<S>, "ctformer: a format's scales are float, ct::f16 or ct::kscale");
 };
 // Levels 0..15 with a scale and a minimum per group (llama.cpp's Q4_1 rule from floats; GGUF's
 // Q4_K and Q4_1 as stored, Q4_0 as (d, n, 8d)): w = s · q − m, half a byte (+ 8 per G).
@@ -104,7 +119,7 @@ template <std::size_t G, class S = float> struct int6_group {
     static constexpr std::size_t per_word = 8, group = G, high_bits = 2;
     static constexpr bool scaled = true, integer_dot = false;
     using scale_type = S;
-    static_assert(std::is_same_v<S, float> || std::is_same_v<S, f16>, "ctformer: a format's scales are float or ct::f16");
+    static_assert(scale_kind<S>, "ctformer: a format's scales are float, ct::f16 or ct::kscale");
 };
 template <std::size_t G, class S = float> struct int6_group_min : int6_group<G, S> {
     static constexpr const char* name = "int6_group_min";
@@ -166,8 +181,14 @@ template <class F> inline constexpr bool half_scales = [] {
     if constexpr (requires { typename F::scale_type; }) return std::is_same_v<typename F::scale_type, f16>;
     else return false;
 }();
-// A scale (or minimum) of F as stored: a float, or a half's bits.
-template <class F> using scale_t = std::conditional_t<half_scales<F>, std::uint16_t, float>;
+// Whether F keeps two-level scales (the formats' second parameter ct::kscale).
+template <class F> inline constexpr bool two_level_scales = [] {
+    if constexpr (requires { typename F::scale_type; }) return std::is_same_v<typename F::scale_type, kscale>;
+    else return false;
+}();
+// A scale (or minimum) of F as stored: a float, a half's bits, or (two-level) the group's int8.
+template <class F>
+using scale_t = std::conditional_t<half_scales<F>, std::uint16_t, std::conditional_t<two_level_scales<F>, std::int8_t, float>>;
 
 namespace quant {
 // float -> bfloat16 bits, round to nearest even (inf stays inf, NaN stays a quiet NaN).
@@ -183,6 +204,7 @@ template <class S> constexpr S to_scale(float x) {
 }
 constexpr float scale_value(float s) { return s; }
 constexpr float scale_value(std::uint16_t s) { return simd::half_value(s); }
+constexpr float scale_value(std::int8_t s) { return static_cast<float>(s); }
 // bfloat16 bits -> the float they are the upper half of (exact).
 constexpr float bf16_value(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t(b) << 16); }
 // Field `slot` (bits wide) of word w, sign-extended (bf16: the float it is the upper half of;
@@ -217,6 +239,8 @@ template <class Fmt> struct quant_panels {
     const scale_t<Fmt>* scales;
     const scale_t<Fmt>* mins = nullptr;   // (has_min<Fmt>: laid out as the scales)
     const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
+    const std::uint16_t* supers = nullptr;      // (two_level_scales<Fmt>: the scales' halves, a 256 inputs' each)
+    const std::uint16_t* min_supers = nullptr;  // (and the minimums')
     // One scale per output (int8_per_channel: applied to the row sums), or none (grouped: per group).
     const float* row_scales() const {
         if constexpr (Fmt::scaled && Fmt::group == 0) return scales;
@@ -225,10 +249,25 @@ template <class Fmt> struct quant_panels {
     // Panel p's onwards, K inputs a panel (every kernel's stride over the panels).
     quant_panels panel(std::size_t p, std::size_t K) const {
         constexpr std::size_t NR = panels::gemm_tile<float>::NR;
-        const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0;
-        return {words + p * (K / Fmt::per_word) * NR, scales + sp, mins ? mins + sp : nullptr, high ? high + p * (K / 16) * NR : nullptr};
+        const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0, hp = p * (K / kscale::super) * NR;
+        return {words + p * (K / Fmt::per_word) * NR, scales + sp, mins ? mins + sp : nullptr, high ? high + p * (K / 16) * NR : nullptr,
+                supers ? supers + hp : nullptr, min_supers ? min_supers + hp : nullptr};
+    }
+    // The half of the scale at `at` (a group row's lane, as the kernels index scales: whole panels'
+    // rows of K / G from here, then a lane).
+    static constexpr std::size_t super_index(std::size_t at) {
+        constexpr std::size_t NR = panels::gemm_tile<float>::NR, per = Fmt::group ? kscale::super / Fmt::group : 1;
+        return at / NR / per * NR + at % NR;
     }
 };
+namespace detail {
+// A two-level weight's halves (ct::kscale): N a plane, the minimums' too; nothing for other formats.
+template <std::size_t N, bool Min> struct super_planes {
+    alignas(64) std::uint16_t scales[N];
+    alignas(64) std::uint16_t mins[Min ? N : 1];
+};
+template <bool Min> struct super_planes<0, Min> {};
+}  // namespace detail
 
 // PyTorch Linear weight W: (Out, In) in format Fmt, layout above. Presents PyTorch's shape and
 // element order like PackedWeight (get(i): the dequantized value); written whole by quantize().
@@ -253,10 +292,19 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     alignas(64) scale_type scales[segments * segment_scales ? segments * segment_scales : 1];
     // a group's minimum, where the format has one (elsewhere one scale, unaligned: no padding in the params)
     alignas(has_min<Fmt> ? 64 : alignof(scale_type)) scale_type mins[has_min<Fmt> ? segments * segment_scales : 1];
+    static constexpr bool two_level = two_level_scales<Fmt>;
+    static_assert(!two_level || In % kscale::super == 0, "ctformer: k-quant scales (ct::kscale) need a multiple of 256 input features");
+    static constexpr std::size_t segment_supers = two_level ? panels::panel_count<float>(Seg) * (In / kscale::super) * NR : 0;
+    [[no_unique_address]] detail::super_planes<segments * segment_supers, has_min<Fmt>> super;  // (two-level: the halves)
 
     quant_panels<Fmt> panels(std::size_t s = 0) const {
-        return {storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr,
-                has_high_plane<Fmt> ? storage + segments * segment_words + s * segment_high : nullptr};
+        quant_panels<Fmt> p{storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr,
+                            has_high_plane<Fmt> ? storage + segments * segment_words + s * segment_high : nullptr};
+        if constexpr (two_level) {
+            p.supers = super.scales + s * segment_supers;
+            if constexpr (has_min<Fmt>) p.min_supers = super.mins + s * segment_supers;
+        }
+        return p;
     }
 
     // Where input k of output o lives.
@@ -273,6 +321,22 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
         return o / Seg * segment_scales + ((n / NR) * groups + k / span) * NR + n % NR;
     }
+    static constexpr std::size_t super_index(std::size_t o, std::size_t k) {  // (two-level)
+        const std::size_t n = o % Seg;
+        return o / Seg * segment_supers + ((n / NR) * (In / kscale::super) + k / kscale::super) * NR + n % NR;
+    }
+    // Input k of output o's scale and minimum as the kernels take them (two-level: the int8 times
+    // the half, exact).
+    float scale_of(std::size_t o, std::size_t k) const {
+        const float s = quant::scale_value(scales[scale_index(o, k)]);
+        if constexpr (two_level) return simd::half_value(super.scales[super_index(o, k)]) * s;
+        else return s;
+    }
+    float min_of(std::size_t o, std::size_t k) const {
+        const float m = quant::scale_value(mins[scale_index(o, k)]);
+        if constexpr (two_level) return simd::half_value(super.mins[super_index(o, k)]) * m;
+        else return m;
+    }
     // Element i of W in PyTorch's row-major (Out, In) order, dequantized: s · q (− m) (bf16: exact).
     float get(std::size_t i) const {
         const std::size_t o = i / In, k = i % In;
@@ -280,8 +344,8 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         if constexpr (has_high_plane<Fmt>)
             q = quant::decode6<Fmt>(storage[word_index(o, k)] >> (k % P * 4), storage[high_index(o, k)] >> quant::high_shift(k));
         else q = quant::decode<Fmt>(storage[word_index(o, k)], k % P);
-        if constexpr (has_min<Fmt>) return quant::scale_value(scales[scale_index(o, k)]) * q - quant::scale_value(mins[scale_index(o, k)]);
-        else if constexpr (Fmt::scaled) return quant::scale_value(scales[scale_index(o, k)]) * q;
+        if constexpr (has_min<Fmt>) return scale_of(o, k) * q - min_of(o, k);
+        else if constexpr (Fmt::scaled) return scale_of(o, k) * q;
         else return q;
     }
 
@@ -291,38 +355,32 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
         for (std::size_t i = 0; i < sizeof storage / sizeof storage[0]; ++i) storage[i] = 0;
         for (std::size_t i = 0; i < sizeof scales / sizeof scales[0]; ++i) scales[i] = 0;
         for (std::size_t i = 0; i < sizeof mins / sizeof mins[0]; ++i) mins[i] = 0;
+        if constexpr (two_level) super = {};
         constexpr std::size_t span = Fmt::group ? Fmt::group : In;  // inputs sharing one scale
         constexpr std::size_t bits = level_bits<Fmt>;
-        constexpr bool int8 = bits == 8;  // (int8: max|w| / 127; int4, int6: the largest magnitude to -2^(bits-1))
+        constexpr bool int8 = bits == 8, u = unsigned_levels<Fmt>;
         constexpr double half = double(1u << (bits - 1)), top = double((1u << bits) - 1);
         for (std::size_t o = 0; o < Out; ++o)
             for (std::size_t k0 = 0; k0 < In; k0 += span) {
                 double s = 0, lo = 0;  // bf16: unused; unsigned levels: the group's minimum
-                if constexpr (unsigned_levels<Fmt>) {  // llama.cpp's Q4_1: s = (max − min) / 15, q = (w − min) / s
-                    double hi = static_cast<double>(value(o * In + k0));
-                    lo = hi;
-                    for (std::size_t k = k0; k < k0 + span; ++k) {
-                        const double v = static_cast<double>(value(o * In + k));
-                        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
-                    }
-                    scales[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>((hi - lo) / top));
-                    mins[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(-lo));
-                    s = quant::scale_value(scales[scale_index(o, k0)]), lo = -static_cast<double>(quant::scale_value(mins[scale_index(o, k0)]));
+                if constexpr (two_level) {
+                    if (k0 % kscale::super == 0) quantize_scales(value, o, k0);
+                    s = scale_of(o, k0), lo = has_min<Fmt> ? -static_cast<double>(min_of(o, k0)) : 0.0;
                 } else if constexpr (Fmt::scaled) {
-                    double m = 0;  // the value of largest magnitude
-                    for (std::size_t k = k0; k < k0 + span; ++k) {
-                        const double v = static_cast<double>(value(o * In + k));
-                        if (std::fabs(v) > std::fabs(m)) m = v;
-                    }
-                    scales[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(int8 ? std::fabs(m) / 127.0 : m / -half));
+                    double m;
+                    group_rule(value, o, k0, s, m);
+                    scales[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(s));
                     s = quant::scale_value(scales[scale_index(o, k0)]);
+                    if constexpr (u) {
+                        mins[scale_index(o, k0)] = quant::to_scale<scale_type>(static_cast<float>(m));
+                        lo = -static_cast<double>(quant::scale_value(mins[scale_index(o, k0)]));
+                    }
                 }
                 for (std::size_t k = k0; k < k0 + span; ++k) {
                     const double v = static_cast<double>(value(o * In + k));
                     if constexpr (std::is_same_v<Fmt, bf16>) {
                         storage[word_index(o, k)] |= quant::bf16_bits(static_cast<float>(v)) << (k % P * 16);
                     } else {
-                        constexpr bool u = unsigned_levels<Fmt>;
                         constexpr double qlo = u ? 0 : int8 ? -127 : -half, qhi = u ? top : int8 ? 127 : half - 1;
                         double q = s == 0 ? 0 : std::nearbyint((v - lo) / s);
                         q = q < qlo ? qlo : q > qhi ? qhi : q;
@@ -330,6 +388,40 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
                     }
                 }
             }
+    }
+    // Group (o, k0)'s scale s and minimum m (w = s·q − m) by the format's rule, unrounded: unsigned
+    // levels llama.cpp's Q4_1 (s = (max − min) / top, m = −min), else m = 0 and s = max|w| / 127
+    // (int8) or the value of largest magnitude over −2^(bits−1).
+    template <class V> static void group_rule(const V& value, std::size_t o, std::size_t k0, double& s, double& m) {
+        constexpr std::size_t span = Fmt::group ? Fmt::group : In, bits = level_bits<Fmt>;
+        double lo = static_cast<double>(value(o * In + k0)), hi = lo, big = 0;
+        for (std::size_t k = k0; k < k0 + span; ++k) {
+            const double v = static_cast<double>(value(o * In + k));
+            lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+            if (std::fabs(v) > std::fabs(big)) big = v;
+        }
+        if constexpr (unsigned_levels<Fmt>) s = (hi - lo) / double((1u << bits) - 1), m = -lo;
+        else s = bits == 8 ? std::fabs(big) / 127.0 : big / -double(1u << (bits - 1)), m = 0;
+    }
+    // Two-level: the 256 inputs from k0 of output o — each group's scale (and minimum) by the rule,
+    // the largest magnitude over 127 as the half, each group's int8 the nearest multiple of it.
+    template <class V> void quantize_scales(V& value, std::size_t o, std::size_t k0) {
+        constexpr std::size_t span = Fmt::group, n = kscale::super / span;
+        double s[n], m[n], smax = 0, mmax = 0;
+        for (std::size_t g = 0; g < n; ++g) {
+            group_rule(value, o, k0 + g * span, s[g], m[g]);
+            smax = std::fabs(s[g]) > smax ? std::fabs(s[g]) : smax, mmax = std::fabs(m[g]) > mmax ? std::fabs(m[g]) : mmax;
+        }
+        auto put = [&](std::uint16_t& half, scale_type* ints, const double* x, double big) {
+            half = quant::to_scale<std::uint16_t>(static_cast<float>(big / 127.0));
+            const double d = simd::half_value(half);
+            for (std::size_t g = 0; g < n; ++g) {
+                const double q = d == 0 ? 0 : std::nearbyint(x[g] / d);
+                ints[scale_index(o, k0 + g * span)] = static_cast<scale_type>(q < -127 ? -127 : q > 127 ? 127 : q);
+            }
+        };
+        put(super.scales[super_index(o, k0)], scales, s, smax);
+        if constexpr (has_min<Fmt>) put(super.mins[super_index(o, k0)], mins, m, mmax);
     }
 
     // Input k of output o's integer (two's complement or a level), into words that held zero there;

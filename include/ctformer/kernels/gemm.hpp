@@ -531,6 +531,17 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
 // A vector of a quantized weight's scales (or minimums) as floats: stored as floats, or as halves.
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const float* p) { return simd::load(p); }
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const std::uint16_t* p) { return simd::load_half(p); }
+[[gnu::always_inline]] inline simd::vec<float> load_scale(const std::int8_t* p) { return simd::load_i8(p); }
+// The scales (minimums) of a group row's lanes from `at` of panels w (quant_panels' indexing);
+// two-level scales times their half (exact).
+template <class Fmt> [[gnu::always_inline]] inline simd::vec<float> group_scale(const quant_panels<Fmt>& w, std::size_t at) {
+    if constexpr (two_level_scales<Fmt>) return load_scale(w.scales + at) * simd::load_half(w.supers + w.super_index(at));
+    else return load_scale(w.scales + at);
+}
+template <class Fmt> [[gnu::always_inline]] inline simd::vec<float> group_min(const quant_panels<Fmt>& w, std::size_t at) {
+    if constexpr (two_level_scales<Fmt>) return load_scale(w.mins + at) * simd::load_half(w.min_supers + w.super_index(at));
+    else return load_scale(w.mins + at);
+}
 
 // The quantized GEMV tiles' last step: c: (R, Q·NR) at ldc (+)= acc · scales (per column, ps
 // apart per panel; null: none) + bias, then act.

@@ -151,11 +151,11 @@ inline void gemv_quant_tile(std::size_t K, const float* a, std::size_t lda, cons
             for (std::size_t q = 0; q < Q; ++q)
 #pragma GCC unroll 4
                 for (std::size_t v = 0; v < NV; ++v) {
-                    const vt s = load_scale(b.scales + q * ps + g0 / group_rows * NR + v * W);
+                    const vt s = group_scale(b, q * ps + g0 / group_rows * NR + v * W);
 #pragma GCC unroll 4
                     for (std::size_t r = 0; r < R; ++r) acc[r][q][v] = simd::fma<float>(s, part[r][q][v], acc[r][q][v]);
                     if constexpr (has_min<Fmt>) {
-                        const vt m = load_scale(b.mins + q * ps + g0 / group_rows * NR + v * W);
+                        const vt m = group_min(b, q * ps + g0 / group_rows * NR + v * W);
 #pragma GCC unroll 4
                         for (std::size_t r = 0; r < R; ++r) acc[r][q][v] = simd::fma<float>(m, neg_asum[r], acc[r][q][v]);
                     }
@@ -179,9 +179,9 @@ inline void dequantize_block(const quant_panels<Fmt>& b, std::size_t K, std::siz
             qword hs = w;
             if constexpr (has_high_plane<Fmt>) hs = high_row(b.high + v * W, kw);
             vt s(1.f), m(0.f);
-            if constexpr (Fmt::group > 0) s = load_scale(b.scales + (kw * S / Fmt::group) * NR + v * W);
+            if constexpr (Fmt::group > 0) s = group_scale(b, (kw * S / Fmt::group) * NR + v * W);
             else if constexpr (Fmt::scaled) s = load_scale(b.scales + v * W);
-            if constexpr (has_min<Fmt>) m = load_scale(b.mins + (kw * S / Fmt::group) * NR + v * W);
+            if constexpr (has_min<Fmt>) m = group_min(b, (kw * S / Fmt::group) * NR + v * W);
             for_slots(std::make_index_sequence<S>{}, [&](auto slot) {
                 const vt x = decode_slot<Fmt, decltype(slot)::value>(w, hs);
                 simd::store(out + (kw * S + slot - k0) * NR + v * W, has_min<Fmt> ? s * x - m : Fmt::scaled ? s * x : x);

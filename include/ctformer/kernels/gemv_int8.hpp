@@ -337,7 +337,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                 for (std::size_t v = 0; v < NV; ++v) {
                     if constexpr (G) {  // a block lies in one group (B <= G)
                         const std::size_t at = q * ps + (b.k0 + blk * B) / G * NR + v * W;
-                        const vt sw = load_scale(b.w.scales + at);
+                        const vt sw = group_scale(b.w, at);
                         iv exact = isum[r][q][v];
                         if constexpr (P == 8) {  // (a block is at most 4 words of int4: dot_u4x2's bound)
                             if constexpr (!six) exact = simd::partial_sum(exact);
@@ -345,7 +345,7 @@ inline void gemv_int8_tile(std::size_t K, const q8_row* a, std::size_t lda, cons
                         }
                         acc[r][q][v] = simd::fma<float>(to_float(exact), sa * sw, acc[r][q][v]);
                         if constexpr (has_min<Fmt>)  // - m · s_a · Σ q_a of the block
-                            acc[r][q][v] = simd::fma<float>(load_scale(b.w.mins + at), vt(-sa_sum[r]), acc[r][q][v]);
+                            acc[r][q][v] = simd::fma<float>(group_min(b.w, at), vt(-sa_sum[r]), acc[r][q][v]);
                     } else {
                         acc[r][q][v] = simd::fma<float>(to_float(isum[r][q][v]), sa, acc[r][q][v]);
                     }
@@ -502,7 +502,7 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
             }
             for (std::size_t blk = b0; blk < b1; ++blk) {
                 const std::size_t at = (b.p.k0 + blk * h.B) / (G ? G : 1) * NR + h.v * W;
-                const vt sw = G ? load_scale(b.p.w.scales + at) : vt(1.f);
+                const vt sw = G ? group_scale(b.p.w, at) : vt(1.f);
 #pragma GCC unroll 16
                 for (std::size_t r = 0; r < R; ++r) {
                     const vt isum = xsimd::to_float(simd::ivec::load_aligned(sums[blk - b0][r]));
@@ -510,7 +510,7 @@ template <class Fmt> struct panel_source<amx_panels<Fmt>> {
                     if constexpr (G) {
                         acc[r] = simd::fma<float>(isum, vt(sr) * sw, acc[r]);
                         if constexpr (has_min<Fmt>)
-                            acc[r] = simd::fma<float>(load_scale(b.p.w.mins + at), vt(-(sr * static_cast<float>(a.sum[r * ss + blk]))), acc[r]);
+                            acc[r] = simd::fma<float>(group_min(b.p.w, at), vt(-(sr * static_cast<float>(a.sum[r * ss + blk]))), acc[r]);
                     } else {
                         acc[r] = simd::fma<float>(isum, vt(sr), acc[r]);
                     }

@@ -1,14 +1,15 @@
 // ctformer/simd/half.hpp — IEEE half precision (binary16) as 16-bit patterns: float -> half bits
 // (round to nearest even), half bits -> float (exact), and a vector of floats from halves in
 // memory (F16C where the target has it, shifts and an integer select elsewhere — never a
-// subnormal float operand, so flush-to-zero units such as armv7 NEON convert exactly too).
+// subnormal float operand, so flush-to-zero units such as armv7 NEON convert exactly too); and
+// a vector of floats from int8s (the k-quants' other half of a scale).
 #pragma once
 #include <bit>
 #include <cstdint>
 
 #include "arch.hpp"
 
-#if CTFORMER_XSIMD && defined(__F16C__) && (defined(__x86_64__) || defined(__i386__))
+#if CTFORMER_XSIMD && (defined(__F16C__) || defined(__AVX2__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #endif
 
@@ -69,6 +70,22 @@ constexpr float half_value(std::uint16_t h) {
     } else
 #endif
         return half_value(*p);
+}
+
+// width<float> int8s from p as floats (exact; k-quant scales' integers, core/quant.hpp).
+[[gnu::always_inline]] inline vec<float> load_i8(const std::int8_t* p) {
+#if CTFORMER_XSIMD
+    if constexpr (vectorized<float>) {
+#if !defined(CTFORMER_ARCH) && defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__) && defined(__AVX512CD__)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif !defined(CTFORMER_ARCH) && defined(__AVX2__)
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+        return xsimd::to_float(xsimd::batch<std::int32_t, arch>::load_unaligned(p));  // (sign-extended)
+#endif
+    } else
+#endif
+        return static_cast<float>(*p);
 }
 
 }  // namespace ctformer::simd
