@@ -547,3 +547,59 @@ TEST_CASE("quant: a stray <name>_scale beside a float or bf16 weight is unexpect
     CHECK(st.code == ct::errc::unexpected_tensor);
     CHECK(st.tensor_name() == "linear2.weight_scale");
 }
+
+TEST_CASE("quant: two-level scales (ct::kscale) saved as stored, loaded back exactly; a bad half, a wrong dtype, max_abs: errors, nothing written") {
+    using B = ct::DecoderLayer<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<256>, ct::weights<ct::int4_group_min<32, ct::kscale>>>;
+    static B::Params q, r;
+    unsigned seed = 30;
+    ct::for_each_tensor(q, [&](std::string_view, auto& t) {
+        const std::vector<float> v = random_values(t.size, ++seed);
+        if constexpr (ct::is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>) {
+            t.quantize([&](std::size_t i) { return v[i]; });
+            random_minimums(t, seed);
+        } else {
+            for (std::size_t i = 0; i < t.size; ++i) t.set(i, v[i]);
+        }
+    });
+    std::vector<std::byte> buf(ct::save_state_dict(q, {}).bytes);
+    REQUIRE(ct::save_state_dict(q, buf).st.ok());
+    ct::safetensors::file<128> f;
+    REQUIRE(f.parse(buf).ok());
+    using D = ct::safetensors::dtype;
+    const ct::safetensors::entry *s = f.find("linear1.weight_scale"), *h = f.find("linear1.weight_scale_super"),
+                                 *m = f.find("linear1.weight_min"), *mh = f.find("linear1.weight_min_super");
+    REQUIRE((s && h && m && mh));
+    CHECK(s->type == D::I8);
+    CHECK(m->type == D::I8);
+    CHECK(h->type == D::F16);
+    CHECK(mh->type == D::F16);
+    CHECK((s->shape[0] == 256u && s->shape[1] == 8u && h->shape[0] == 256u && h->shape[1] == 1u));
+    REQUIRE(ct::load_state_dict(r, f).ok());
+    CHECK(same_storage(q, r));
+    // a half that is NaN or inf: non_finite naming it; max_abs over s·max q + m; nothing written
+    for (const std::uint16_t bad : {std::uint16_t(0x7e00u), std::uint16_t(0x7c00u)}) {
+        std::vector<std::byte> b = buf;
+        std::memcpy(b.data() + (f.data(*mh) - buf.data()) + 2 * 7, &bad, 2);
+        const ct::status st = ct::load_state_dict(r, std::span<const std::byte>(b));
+        CHECK(st.code == ct::errc::non_finite);
+        CHECK(st.tensor_name() == "linear1.weight_min_super");
+        CHECK(same_storage(q, r));
+    }
+    ct::status st = ct::load_state_dict(r, std::span<const std::byte>(buf), "", {.max_abs = 0.01});
+    CHECK(st.code == ct::errc::value_out_of_range);
+    CHECK(same_storage(q, r));
+    // float scales in the file (another type's): wrong_dtype naming the scales
+    using Wide = ct::DecoderLayer<ct::d_model<256>, ct::heads<4>, ct::ffn_dim<256>, ct::weights<ct::int4_group_min<32>>>;
+    static Wide::Params wide;
+    ct::for_each_tensor(wide, [&](std::string_view, auto& t) {
+        if constexpr (ct::is_quantized_weight_v<std::remove_cvref_t<decltype(t)>>) t.quantize([](std::size_t i) { return float(i % 7); });
+    });
+    std::vector<std::byte> wbuf(ct::save_state_dict(wide, {}).bytes);
+    REQUIRE(ct::save_state_dict(wide, wbuf).st.ok());
+    st = ct::load_state_dict(r, std::span<const std::byte>(wbuf));
+    CHECK(st.code == ct::errc::wrong_dtype);
+    CHECK(std::string(st.tensor_name()).ends_with("_scale: F32, expected I8"));
+    CHECK(same_storage(q, r));
+    // the values: what the kernels compute from (the int8 times its half)
+    for (std::size_t i = 0; i < r.ffn.linear1.weight.size; i += 97) CHECK(r.ffn.linear1.weight.get(i) == q.ffn.linear1.weight.get(i));
+}

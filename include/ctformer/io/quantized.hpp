@@ -11,7 +11,8 @@
 //   int6_group<G>      N I8 (Out, In) in [-32, 31], N_scale F32 (Out, In / G)
 //   int6_group_min<G>  N I8 (Out, In) in [0, 63],   N_scale and N_min F32 (Out, In / G)
 // (with ct::f16 scales, int8_group<G, ct::f16> ..., N_scale and N_min are F16; a float format reads
-// F16 scales too: exact), which save_state_dict writes and load_state_dict reads back exactly
+// F16 scales too: exact; with ct::kscale, N_scale and N_min are I8 and their halves N_scale_super
+// and N_min_super F16 (Out, In / 256)), which save_state_dict writes and load_state_dict reads back exactly
 // (tools/export.py writes the same with --weights). A file whose N is in a float dtype is quantized
 // at load instead.
 #pragma once
@@ -41,14 +42,17 @@ template <class X> struct quant_layout {
     static constexpr std::size_t groups = Fmt::group ? In / Fmt::group : 1;
     static constexpr std::size_t scale_rank = Fmt::group ? 2 : 1;
     static constexpr std::array<std::size_t, 2> scale_shape{Out, groups};
-    static constexpr dtype scale_dtype = half_scales<Fmt> ? dtype::F16 : dtype::F32;
-    static constexpr std::size_t scale_bytes = half_scales<Fmt> ? 2 : 4;
+    static constexpr bool two_level = two_level_scales<Fmt>;
+    static constexpr dtype scale_dtype = half_scales<Fmt> ? dtype::F16 : two_level ? dtype::I8 : dtype::F32;
+    static constexpr std::size_t scale_bytes = sizeof(scale_t<Fmt>);
     static constexpr std::size_t scale_size = Out * groups;
+    static constexpr std::size_t supers = two_level ? In / kscale::super : 0;  // (two-level: halves a row)
+    static constexpr std::array<std::size_t, 2> super_shape{Out, supers};
 };
 
-// N + "_scale" (or another suffix: "_min"; names are at most max_name characters).
+// N + "_scale" (or another suffix: "_min", "_scale_super", "_min_super"; names are at most max_name characters).
 struct scale_name {
-    char buf[::ctformer::detail::max_name + 8];
+    char buf[::ctformer::detail::max_name + 16];
     std::size_t n = 0;
     explicit scale_name(std::string_view name, std::string_view suffix = "_scale") {
         for (char c : name)
@@ -89,21 +93,31 @@ void read_prequantized(X& t, const file<Cap>& f, std::string_view prefix, std::s
     for (auto& s : t.scales) s = 0;
     for (std::size_t o = 0; o < Q::Out; ++o)
         for (std::size_t k = 0; k < Q::In; ++k) t.set_field(o, k, static_cast<std::int32_t>(packed_field<X>(data, o, k)));
-    if constexpr (Q::scaled) {
-        const scale_name sn(name);
-        const entry& e = *f.find(prefix, sn.view());
+    auto per_group = [&](std::string_view suffix, typename X::scale_type* out) {
+        const entry& e = *f.find(prefix, scale_name(name, suffix).view());
         const std::size_t span = Q::In / Q::groups;
         for (std::size_t o = 0; o < Q::Out; ++o)
-            for (std::size_t g = 0; g < Q::groups; ++g)
-                t.scales[X::scale_index(o, g * span)] = quant::to_scale<typename X::scale_type>(f.template element<float>(e, o * Q::groups + g));
-    }
+            for (std::size_t g = 0; g < Q::groups; ++g) {
+                const float v = f.template element<float>(e, o * Q::groups + g);
+                if constexpr (Q::two_level) out[X::scale_index(o, g * span)] = static_cast<std::int8_t>(v);
+                else out[X::scale_index(o, g * span)] = quant::to_scale<typename X::scale_type>(v);
+            }
+    };
+    if constexpr (Q::scaled) per_group("_scale", t.scales);
     if constexpr (Q::with_min) {
         for (auto& m : t.mins) m = 0;
-        const entry& e = *f.find(prefix, scale_name(name, "_min").view());
-        const std::size_t span = Q::In / Q::groups;
-        for (std::size_t o = 0; o < Q::Out; ++o)
-            for (std::size_t g = 0; g < Q::groups; ++g)
-                t.mins[X::scale_index(o, g * span)] = quant::to_scale<typename X::scale_type>(f.template element<float>(e, o * Q::groups + g));
+        per_group("_min", t.mins);
+    }
+    if constexpr (Q::two_level) {
+        auto per_super = [&](std::string_view suffix, std::uint16_t* out) {  // (halves: bits as stored)
+            const entry& e = *f.find(prefix, scale_name(name, suffix).view());
+            for (std::size_t o = 0; o < Q::Out; ++o)
+                for (std::size_t j = 0; j < Q::supers; ++j)
+                    out[X::super_index(o, j * kscale::super)] = simd::half_bits(f.template element<float>(e, o * Q::supers + j));
+        };
+        t.super = {};
+        per_super("_scale_super", t.super.scales);
+        if constexpr (Q::with_min) per_super("_min_super", t.super.mins);
     }
 }
 
@@ -142,6 +156,16 @@ template <class X, class Emit> void emit_quantized(const X& t, Emit&& emit) {
     };
     if constexpr (Q::scaled) per_group(std::string_view("_scale"), t.scales);
     if constexpr (Q::with_min) per_group(std::string_view("_min"), t.mins);
+    if constexpr (Q::two_level) {
+        auto per_super = [&](std::string_view suffix, const std::uint16_t* values) {
+            emit(suffix, dtype::F16, 2, Q::super_shape.data(), Q::Out * Q::supers * 2, [&, values](auto&& put) {
+                for (std::size_t o = 0; o < Q::Out; ++o)
+                    for (std::size_t j = 0; j < Q::supers; ++j) put(&values[X::super_index(o, j * kscale::super)], 2);
+            });
+        };
+        per_super(std::string_view("_scale_super"), t.super.scales);
+        if constexpr (Q::with_min) per_super(std::string_view("_min_super"), t.super.mins);
+    }
 }
 
 }  // namespace ctformer::safetensors::detail

@@ -108,6 +108,7 @@ template <std::size_t Capacity = 128> class file {
                 case dtype::F64: return static_cast<T>(raw(double{}));
                 case dtype::F16: return static_cast<T>(simd::half_value(raw(std::uint16_t{})));
                 case dtype::BF16: return static_cast<T>(std::bit_cast<float>(std::uint32_t{raw(std::uint16_t{})} << 16));
+                case dtype::I8: return static_cast<T>(raw(std::int8_t{}));  // (two-level scales' integers)
                 default: return T{};
             }
         } else if constexpr (std::is_same_v<T, bool>) {

@@ -142,12 +142,14 @@ struct prequantized_layout {
     dtype scale_dtype;       // (F32 formats read F16 scales too)
     int byte_min, byte_max;  // (a byte an integer: its range)
     double qmax;             // (max |q|)
+    std::size_t supers;      // (two-level scales, I8: their halves a row; else 0)
 };
 template <class X> constexpr prequantized_layout prequantized_layout_of() {
     using Q = quant_layout<X>;
     return {Q::packed, {Q::packed_shape[0], Q::packed_shape[1]}, Q::packed_bytes, Q::Out * Q::In,
             std::is_same_v<typename X::format, bf16>, Q::int4, Q::scaled, Q::with_min,
-            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size, Q::scale_dtype, Q::byte_min, Q::byte_max, Q::qmax};
+            Q::scale_rank, {Q::scale_shape[0], Q::scale_shape[1]}, Q::scale_size, Q::scale_dtype, Q::byte_min, Q::byte_max, Q::qmax,
+            Q::supers};
 }
 template <std::size_t Cap>
 [[gnu::noinline, gnu::cold]] status check_prequantized(const file<Cap>& f, std::string_view prefix, std::string_view name,
@@ -186,16 +188,30 @@ template <std::size_t Cap>
         }
     }
     if (q.scaled) {
-        const scale_name sn(name), mn(name, "_min");
+        const scale_name sn(name), mn(name, "_min"), sh(name, "_scale_super"), mh(name, "_min_super");
         const dtype also = q.scale_dtype == dtype::F32 ? dtype::F16 : q.scale_dtype;
         if (status st = check(sn.view(), q.scale_dtype, q.scale_rank, q.scale_shape, also); !st) return st;
         if (q.with_min)
             if (status st = check(mn.view(), q.scale_dtype, q.scale_rank, q.scale_shape, also); !st) return st;
+        const std::size_t super_shape[2] = {q.scale_shape[0], q.supers}, per = q.supers ? q.scale_shape[1] / q.supers : 1;
+        if (q.supers) {
+            if (status st = check(sh.view(), dtype::F16, 2, super_shape, dtype::F16); !st) return st;
+            if (q.with_min)
+                if (status st = check(mh.view(), dtype::F16, 2, super_shape, dtype::F16); !st) return st;
+        }
         const entry& e = *f.find(prefix, sn.view());
         const entry* me = q.with_min ? f.find(prefix, mn.view()) : nullptr;
+        const entry* he = q.supers ? f.find(prefix, sh.view()) : nullptr;
+        const entry* mhe = q.supers && q.with_min ? f.find(prefix, mh.view()) : nullptr;
         const double qmax = q.qmax;
         for (std::size_t i = 0; i < q.scale_size; ++i) {  // |w| <= |s|·max|q| (+ |m|): a finite float, within max_abs
-            const double v = f.template element<float>(e, i), m = me ? f.template element<float>(*me, i) : 0.0;
+            double v = f.template element<float>(e, i), m = me ? f.template element<float>(*me, i) : 0.0;
+            if (he) {  // (two-level: the int8 times its half; a half inf or NaN is named)
+                const double d = f.template element<float>(*he, i / per), dm = mhe ? f.template element<float>(*mhe, i / per) : 0.0;
+                if (d - d != 0) return fail(errc::non_finite, sh.view());
+                if (dm - dm != 0) return fail(errc::non_finite, mh.view());
+                v *= d, m *= dm;
+            }
             const double bound = (v < 0 ? -v : v) * qmax + (m < 0 ? -m : m);
             if (v - v != 0) return fail(errc::non_finite, sn.view());
             if (m - m != 0) return fail(errc::non_finite, mn.view());
@@ -267,6 +283,8 @@ template <class P, std::size_t Cap>
                 result = check_prequantized<X>(f, prefix, name, opt);
                 if (quant_layout<X>::scaled) claim(scale_name(name).view());
                 if (quant_layout<X>::with_min) claim(scale_name(name, "_min").view());
+                if (quant_layout<X>::two_level) claim(scale_name(name, "_scale_super").view());
+                if (quant_layout<X>::two_level && quant_layout<X>::with_min) claim(scale_name(name, "_min_super").view());
             } else {  // quantized at load: from finite values only
                 load_options strict = opt;
                 strict.reject_non_finite = true;
