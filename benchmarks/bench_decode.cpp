@@ -49,10 +49,11 @@ using StoriesQ8A8 = Stories<6, ct::weights<ct::int8_group<32, ct::f16>, ct::int8
 using StoriesQ8A8FloatScales = Stories<6, ct::weights<ct::int8_group<32>, ct::int8_activations>>;
 // llama.cpp's Q4_K_M mix as stored, per tensor as tools/export.py prints it (stories15M: the Q5_0 matrices in
 // int6_group<32, ct::f16>, the Q8_0 ones in int8_group<32, ct::f16>, the Q4_K/Q6_K down projections in
-// int6_group_min<16>)
+// int6_group_min<16, ct::kscale>: the k-quants' two levels)
 template <class... A>
 using StoriesQ4KMAs = Stories<6, ct::weights<ct::int6_group<32, ct::f16>, A..., ct::v_weights<ct::int8_group<32, ct::f16>>,
-                                             ct::down_weights<ct::int6_group_min<16>>, ct::head_weights<ct::int8_group<32, ct::f16>>>>;
+                                             ct::down_weights<ct::int6_group_min<16, ct::kscale>>,
+                                             ct::head_weights<ct::int8_group<32, ct::f16>>>>;
 using StoriesQ4KM = StoriesQ4KMAs<>;
 using StoriesQ4KMA8 = StoriesQ4KMAs<ct::int8_activations>;
 // (the 37th session's alias, before the six-bit formats: every matrix but down in int8_group<32>)
@@ -64,6 +65,11 @@ using Llama335MQ8A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>
                                 ct::weights<ct::int8_group<32>, ct::int8_activations>>;
 using Llama335MQ4A8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int4_group<32>, ct::int8_activations>>;
+// ... Q4_K as stored (two-level scales: 4.6 bits a weight), the Q4_K_M mix's v and down as one format holds them
+using Llama335MQ4KA8 = ct::Llama<32000, Ctx, 24, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
+                                 ct::weights<ct::int4_group_min<32, ct::kscale>, ct::int8_activations,
+                                             ct::v_weights<ct::int6_group_min<16, ct::kscale>>,
+                                             ct::down_weights<ct::int6_group_min<16, ct::kscale>>>>;
 using Llama630MQ4A8 = ct::Llama<32000, Ctx, 48, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
                                 ct::weights<ct::int4_group<32>, ct::int8_activations>>;
 using Llama630MQ4HA8 = ct::Llama<32000, Ctx, 48, ct::d_model<1024>, ct::heads<16>, ct::ffn_dim<2816>, ct::norm_eps<1, 100000>,
@@ -209,6 +215,7 @@ int main(int argc, char** argv) {
         [](benchmark::State& st) { BM_generate<StoriesQ4KMOneA8>(st, "stories15M_q4_k_m.gguf"); });
     add("decode/llama335M_q8_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ8A8>(st, nullptr); });
     add("decode/llama335M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4A8>(st, nullptr); });
+    add("decode/llama335M_q4_k_m_a8/generate", [](benchmark::State& st) { BM_generate<Llama335MQ4KA8>(st, nullptr); });
     add("decode/llama630M_q4_0_a8/generate", [](benchmark::State& st) { BM_generate<Llama630MQ4A8>(st, nullptr); });
     add("decode/llama630M_q4_0_f16_a8/generate", [](benchmark::State& st) { BM_generate<Llama630MQ4HA8>(st, nullptr); });
     add("sample/vocab32000/greedy", [](benchmark::State& st) { BM_sample(st, ct::sampling{.temperature = 0}); });

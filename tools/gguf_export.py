@@ -151,7 +151,10 @@ def stored_format(types):  # the fewest bits a weight that holds every format in
         return "ct::dense"
     # (bits a weight: the integer's, and 32 a group for each scale and minimum, 16 as halves — the file's own
     # halves where they are the scale and minimum; io/ggml_blocks.hpp's order)
-    for fmt, ok in (("ct::int4_group<32, ct::f16>", {Q4_0}), ("ct::int4_group_min<32, ct::f16>", {Q4_1}),
+    # (k-quants alone: their own two levels, ct::kscale — an int8 a run, a half a 256)
+    for fmt, ok in (("ct::int4_group_min<32, ct::kscale>", {Q4_K}), ("ct::int6_group_min<32, ct::kscale>", {Q4_K, Q5_K}),
+                    ("ct::int6_group<16, ct::kscale>", {Q6_K}), ("ct::int6_group_min<16, ct::kscale>", {Q4_K, Q5_K, Q6_K}),
+                    ("ct::int4_group<32, ct::f16>", {Q4_0}), ("ct::int4_group_min<32, ct::f16>", {Q4_1}),
                     ("ct::int4_group_min<32>", {Q4_0, Q4_1, Q4_K}), ("ct::int6_group<32, ct::f16>", {Q4_0, Q5_0}),
                     ("ct::int6_group_min<32, ct::f16>", {Q4_1, Q5_1}), ("ct::int6_group<16>", {Q4_0, Q5_0, Q6_K}),
                     ("ct::int6_group_min<32>", {Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K}), ("ct::int8_group<32, ct::f16>", {Q4_0, Q5_0, Q8_0}),

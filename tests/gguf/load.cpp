@@ -14,12 +14,14 @@
 
 #include <ctformer/io/gguf_load.hpp>
 
+#include "gguf/as_stored.hpp"
 #include "gguf/writer.hpp"
 #include "model_fixture.hpp"
 
 namespace {
 namespace gg = ctformer::gguf;
 using test::gguf_writer;
+using namespace gguf_test;
 
 template <class... O>
 using Small = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::ffn_dim<48>, ct::norm_eps<1, 100000>, O...>;
@@ -133,57 +135,6 @@ TEST_CASE("gguf load: F16 and BF16 files load their rounded values") {
         CHECK(off == 0);
         CHECK(n == ct::parameter_count<GQA::Params>());
     }
-}
-
-namespace {
-template <class... O> using Wide = ct::Llama<37, 32, 2, ct::d_model<32>, ct::heads<4>, ct::kv_heads<2>, ct::ffn_dim<64>, O...>;
-template <class P> void fill_random(P& p, unsigned seed) {
-    std::uint32_t x = seed;
-    ct::for_each_tensor(p, [&](std::string_view, auto& t) {
-        for (std::size_t i = 0; i < t.size; ++i) {
-            x = x * 1664525u + 1013904223u;
-            t.set(i, static_cast<float>(static_cast<int>(x >> 9) - (1 << 22)) / float(1 << 24));
-        }
-    });
-}
-}  // namespace
-
-// A block-format file into the weight format that holds it as stored and into dense weights: the
-// same values (Q4_0: scale d, integers n - 8; Q8_0: d, q).
-// load_gguf(p, g) is wrong_dtype naming `what`, and p's bytes are as they were (a pattern set before).
-template <class P, class G> void refused_untouched(P& p, const G& g, std::string_view what) {
-    std::memset(static_cast<void*>(&p), 0x5a, sizeof p);
-    const ct::status st = ct::load_gguf(p, g);
-    CHECK(st.code == ct::errc::wrong_dtype);
-    CHECK(std::string(st.tensor_name()) == what);
-    const auto* raw = reinterpret_cast<const unsigned char*>(&p);
-    std::size_t touched = 0;
-    for (std::size_t i = 0; i < sizeof p; ++i) touched += raw[i] != 0x5a;
-    CHECK(touched == 0);
-}
-template <class Q, class D = Wide<>> void as_stored_equals_dense(const std::vector<std::byte>& bytes, typename D::Params&) {
-    static typename D::Params dense;
-    static typename Q::Params q;
-    static gg::file<32, 64> g;
-    REQUIRE(g.parse(bytes).ok());
-    REQUIRE(ct::load_gguf(dense, g).ok());
-    REQUIRE(ct::load_gguf(q, g).ok());
-    std::size_t off = 0, n = 0;
-    ct::for_each_tensor(dense, [&](std::string_view name, const auto& d) {
-        ct::for_each_tensor(q, [&](std::string_view name2, const auto& x) {
-            if (name != name2) return;
-            for (std::size_t i = 0; i < d.size; ++i, ++n) off += static_cast<float>(d.get(i)) != static_cast<float>(x.get(i));
-        });
-    });
-    CHECK(n == ct::parameter_count<typename D::Params>());
-    CHECK(off == 0);
-}
-template <class Q, class D = Wide<>> void as_stored_equals_dense(test::gguf_store store, gg::ggml_type type, typename D::Params& src) {
-    const std::vector<std::byte> bytes = test::llama_gguf<D>(src, store).bytes();
-    static gg::file<32, 64> g;
-    REQUIRE(g.parse(bytes).ok());
-    REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
-    as_stored_equals_dense<Q, D>(bytes, src);
 }
 
 TEST_CASE("gguf load: Q8_0 into int8_group<32> weights as stored; -128 is value_out_of_range") {
@@ -306,14 +257,11 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
                                  "ct::int6_group<32, ct::f16>", "ct::int6_group<32, ct::f16>", "ct::int6_group<32, ct::f16>",
                                  "ct::int4_group_min<32>", "ct::int8_group<32, ct::f16>"};
     for (int m = 0; m < 8; ++m) CHECK_MESSAGE(std::string(f[m]) == want[m], gg::matrix_names[m]);
-    CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12)) == "ct::int6_group_min<16>");  // Q6_K + Q4_K (Q4_K_M's down)
-    CHECK(std::string(gg::stored_format(1u << 14)) == "ct::int6_group<16>");                  // Q6_K alone
-    CHECK(std::string(gg::stored_format(1u << 13 | 1u << 12)) == "ct::int6_group_min<32>");  // Q5_K + Q4_K (Q5_K_M)
+    // (k-quants alone: two-level scales, tests/gguf/kscale.cpp)
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 12 | 1u << 8)) == "ct::int8_group_min<16>");
     CHECK(std::string(gg::stored_format(1u << 14 | 1u << 8)) == "ct::int8_group<16>");
     CHECK(std::string(gg::stored_format(1u << 30)) == "ct::bf16");
     CHECK(std::string(gg::stored_format(1u << 30 | 1u << 8)) == "ct::dense");
-    CHECK(std::string(gg::stored_format(1u << 12)) == "ct::int4_group_min<32>");  // Q4_K alone
     CHECK(gg::stored_format(1u << 10) == nullptr);  // Q2_K: not read
     CHECK(std::string(gg::stored_format(1u << 2)) == "ct::int4_group<32, ct::f16>");            // Q4_0 alone
     CHECK(std::string(gg::stored_format(1u << 3)) == "ct::int4_group_min<32, ct::f16>");        // Q4_1 alone
@@ -375,8 +323,8 @@ TEST_CASE("gguf load: the k-quants in six-bit weights as stored (Q6_K, Q5_K, Q4_
     CHECK(g.find_tensor("blk.1.ffn_down.weight")->type == gg::ggml_type::q6_k);
     const char* f[8];
     gg::stored_formats(g, f);
-    for (int m = 0; m < 7; ++m) CHECK_MESSAGE(std::string(f[m]) == "ct::int6_group_min<16>", gg::matrix_names[m]);
-    CHECK(std::string(f[7]) == "ct::int6_group<16>");
+    for (int m = 0; m < 7; ++m) CHECK_MESSAGE(std::string(f[m]) == "ct::int6_group_min<16, ct::kscale>", gg::matrix_names[m]);
+    CHECK(std::string(f[7]) == "ct::int6_group<16, ct::kscale>");  // (and with float scales, as here)
     as_stored_equals_dense<KMix, KWide>(bytes, src);
     as_stored_equals_dense<KMixA8, KWide>(bytes, src);
     static KMix::Params m, back;

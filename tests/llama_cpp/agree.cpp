@@ -76,18 +76,20 @@ using Int8GMA8 = Agree<ct::int8_group_min<16>, ct::int8_activations>;
 static Int8GM::Params int8gm;
 static Int8GMA8::Params int8gm_a8;
 // ... and each matrix in its own format, as tools/export.py and gguf_info print them for the k-quant
-// mixes (Q4_K in int4_group_min<32>, Q5_K in int6_group_min<32>, v and down — Q6_K in some layers —
-// in int6_group_min<16>, the Q6_K head in int6_group<16>) and for llama.cpp's Q4_0 file (its Q6_K head)
-template <class F, class... A> using KMix = Agree<F, A..., ct::v_weights<ct::int6_group_min<16>>, ct::down_weights<ct::int6_group_min<16>>,
-                                                  ct::head_weights<ct::int6_group<16>>>;
-using PerTensor = KMix<ct::int4_group_min<32>>;
-using PerTensorA8 = KMix<ct::int4_group_min<32>, ct::int8_activations>;
-using PerTensor5 = KMix<ct::int6_group_min<32>>;
-using PerTensor5A8 = KMix<ct::int6_group_min<32>, ct::int8_activations>;
+// mixes — their own two levels, ct::kscale (Q4_K in int4_group_min<32>, Q5_K in int6_group_min<32>,
+// v and down — Q6_K in some layers — in int6_group_min<16>, the Q6_K head in int6_group<16>) — and
+// for llama.cpp's Q4_0 file (its Q6_K head)
+using K = ct::kscale;
+template <class F, class... A> using KMix = Agree<F, A..., ct::v_weights<ct::int6_group_min<16, K>>, ct::down_weights<ct::int6_group_min<16, K>>,
+                                                  ct::head_weights<ct::int6_group<16, K>>>;
+using PerTensor = KMix<ct::int4_group_min<32, K>>;
+using PerTensorA8 = KMix<ct::int4_group_min<32, K>, ct::int8_activations>;
+using PerTensor5 = KMix<ct::int6_group_min<32, K>>;
+using PerTensor5A8 = KMix<ct::int6_group_min<32, K>, ct::int8_activations>;
 static PerTensor5::Params per_tensor5;
 static PerTensor5A8::Params per_tensor5_a8;
-using Q40Mix = Agree<ct::int4_group<32, ct::f16>, ct::head_weights<ct::int6_group<16>>>;
-using Q40MixA8 = Agree<ct::int4_group<32, ct::f16>, ct::int8_activations, ct::head_weights<ct::int6_group<16>>>;
+using Q40Mix = Agree<ct::int4_group<32, ct::f16>, ct::head_weights<ct::int6_group<16, K>>>;
+using Q40MixA8 = Agree<ct::int4_group<32, ct::f16>, ct::int8_activations, ct::head_weights<ct::int6_group<16, K>>>;
 static PerTensor::Params per_tensor;
 static PerTensorA8::Params per_tensor_a8;
 static Q40Mix::Params q40_mix;

@@ -117,6 +117,33 @@ inline int affine_element(ggml_type t, const std::byte* p, std::uint64_t i, floa
     }
 }
 
+// Element i of a k-quant tensor (Q4_K, Q5_K, Q6_K) in its two levels: the super-block's halves d and
+// dmin (bits), the run's integers sc and m, and the integer n: value = (d·sc)·n − dmin·m as
+// affine_element's scale and minimum (Q6_K: n = q − 32, no minimum).
+struct kquant_parts {
+    std::uint16_t d = 0, dmin = 0;
+    int sc = 0, m = 0, n = 0;
+};
+inline kquant_parts kquant_element(ggml_type t, const std::byte* p, std::uint64_t i) {
+    const block_layout L = layout_of(t);
+    const std::byte* b = p + i / L.elems * L.bytes;
+    const std::size_t j = static_cast<std::size_t>(i % L.elems);
+    kquant_parts k;
+    float scale, min;
+    k.n = affine_element(t, p, i, scale, min);
+    if (t == ggml_type::q6_k) {
+        const std::size_t half = j / 128, r = j % 128;
+        k.d = detail::load<std::uint16_t>(b + 208);
+        k.sc = static_cast<std::int8_t>(detail::byte_at(b + 192, 8 * half + r % 32 / 16 + 2 * (r / 32)));
+    } else {
+        std::uint32_t sc, m;
+        detail::scale_min_k4(2 * (j / 64) + j % 64 / 32, b + 4, sc, m);
+        k.d = detail::load<std::uint16_t>(b), k.dmin = detail::load<std::uint16_t>(b + 2);
+        k.sc = static_cast<int>(sc), k.m = static_cast<int>(m);
+    }
+    return k;
+}
+
 // Element i (in the tensor's row-major order) of tensor data p in format t; supported(t). A block
 // format's value is scale · integer − minimum from affine_element: the operations ggml's
 // dequantize_row_* does, in its order (Q4_1/Q5_1's + m is − (−m), the same float).
@@ -164,6 +191,12 @@ constexpr const char* stored_format(std::uint64_t types) {
     // (bits a weight: the integer's, and 32 a group for each scale and minimum, 16 as halves: the
     // file's own halves where they are the scale and minimum, Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1)
     using T = ggml_type;
+    // (k-quants alone: their own two levels, an int8 a run and a half a 256 — ggml's k-quant rows
+    // are whole 256-blocks, as ct::kscale needs)
+    if (within({T::q4_k})) return "ct::int4_group_min<32, ct::kscale>";                                      // 4.6
+    if (within({T::q4_k, T::q5_k})) return "ct::int6_group_min<32, ct::kscale>";                             // 6.6
+    if (within({T::q6_k})) return "ct::int6_group<16, ct::kscale>";                                          // 6.6
+    if (within({T::q4_k, T::q5_k, T::q6_k})) return "ct::int6_group_min<16, ct::kscale>";                    // 7.1
     if (within({T::q4_0})) return "ct::int4_group<32, ct::f16>";                                            // 4.5
     if (within({T::q4_1})) return "ct::int4_group_min<32, ct::f16>";                                        // 5
     if (within({T::q4_0, T::q4_1, T::q4_k})) return "ct::int4_group_min<32>";                                // 6

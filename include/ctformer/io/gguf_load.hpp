@@ -39,6 +39,7 @@
 // A file without output.weight has its head tied to token_embd (llama.cpp's rule): an untied type
 // loads token_embd into lm_head too; a tied type and a file with output.weight is config_mismatch.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -181,9 +182,15 @@ template <class F> using base_format_t = typename base_format<F>::type;
 // int8_group<16>; every block format in int8_group_min<16> (all but Q6_K in int8_group_min<32>) —
 // each with int8 activations too. With ct::f16 scales, only where the file's own halves are the
 // scale and minimum: Q8_0, Q4_0, Q5_0 (not as levels: 8d, 16d), Q4_1 and Q5_1.
+// A format with float scales in place of two-level ones (the same integers and groups).
+template <class F> struct float_scaled { using type = F; };
+template <template <std::size_t, class> class F, std::size_t G> struct float_scaled<F<G, kscale>> { using type = F<G, float>; };
 template <class F> constexpr bool stores_as_is(ggml_type t) {
     using B = base_format_t<F>;
     if (is_float(t) || !supported(t)) return false;
+    // (two-level scales: the k-quants' own d·sc and dmin·m, where float scales would hold them)
+    if constexpr (two_level_scales<B>)
+        return (t == ggml_type::q4_k || t == ggml_type::q5_k || t == ggml_type::q6_k) && stores_as_is<typename float_scaled<B>::type>(t);
     if constexpr (half_scales<B>) {
         using T = ggml_type;
         const bool shifted = unsigned_levels<B> && (t == T::q4_0 || t == T::q5_0);
@@ -257,6 +264,14 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
         t << ": " << type_name(s.t->type) << (supported(s.t->type) ? " into a quantized weight format" : " (not read)");
         return status::error(errc::wrong_dtype, t.view());
     }
+    if constexpr (quantized) {
+        using F = typename X::format;
+        if constexpr (two_level_scales<F> && unsigned_levels<F>)
+            if (as_stored && s.t->type == ggml_type::q6_k)  // (Q6_K as levels: its minimum's half is 32·d)
+                for (std::size_t i = 0; i < X::size; i += kscale::super)
+                    if (!(std::fabs(simd::half_value(kquant_element(s.t->type, s.data, i).d)) * 32.f <= 65504.f))
+                        return status::error(errc::value_out_of_range, t.view());
+    }
     if (as_stored && s.t->type == ggml_type::q8_0)  // -128: outside the int8 kernels' [-127, 127]
         for (std::size_t i = 0; i < X::size; ++i) {
             float scale;
@@ -279,7 +294,8 @@ template <class X> status check_tensor(const source& s, std::string_view name, c
 // each run's scale and each integer, the same numbers (Q4_0: d, n − 8; Q5_0: d, n − 16; Q8_0: d, q;
 // Q6_K: d·sc, q − 32; with a minimum: Q4_K's d·sc, n, dmin·m; unsigned levels: Q4_0's d, n, 8d,
 // Q5_0's d, n, 16d, Q6_K's d·sc, q, 32·d·sc — each product exact in float); a group shorter than
-// the file's run repeats its scale.
+// the file's run repeats its scale. Two-level scales keep a k-quant's halves and integers: d and
+// sc, dmin and m (Q6_K as levels: 32·d and sc).
 template <class X> void write_as_stored(X& w, const source& s) {
     for (auto& v : w.storage) v = 0;
     for (auto& v : w.scales) v = 0;
@@ -288,6 +304,23 @@ template <class X> void write_as_stored(X& w, const source& s) {
     constexpr std::size_t In = X::in_features;
     constexpr std::size_t G = F::group ? F::group : In;  // (ungrouped formats never hold blocks)
     const ggml_type t = s.t->type;
+    if constexpr (X::two_level) {
+        w.super = {};
+        for (std::size_t o = 0; o < X::out_features; ++o)
+            for (std::size_t k = 0; k < In; ++k) {
+                kquant_parts p = kquant_element(t, s.data, s.row(o) * In + k);
+                if (unsigned_levels<F> && t == ggml_type::q6_k)  // (check_tensor: 32·d is a finite half)
+                    p.n += 32, p.dmin = simd::half_bits(32.f * simd::half_value(p.d)), p.m = p.sc;
+                if (k % G == 0) w.scales[X::scale_index(o, k)] = static_cast<std::int8_t>(p.sc);
+                if (k % kscale::super == 0) w.super.scales[X::super_index(o, k)] = p.d;
+                if constexpr (has_min<F>) {
+                    if (k % G == 0) w.mins[X::scale_index(o, k)] = static_cast<std::int8_t>(p.m);
+                    if (k % kscale::super == 0) w.super.mins[X::super_index(o, k)] = p.dmin;
+                }
+                w.set_field(o, k, p.n);
+            }
+        return;
+    }
     // (levels from the minimum: a signed format's integers shifted up by its most negative one)
     const int shift = !unsigned_levels<F> ? 0 : t == ggml_type::q4_0 ? 8 : t == ggml_type::q5_0 ? 16 : t == ggml_type::q6_k ? 32 : 0;
     for (std::size_t o = 0; o < X::out_features; ++o)
