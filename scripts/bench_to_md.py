@@ -429,7 +429,7 @@ if decode:
       "same file; stories15M_q4_k_m reads llama.cpp's Q4_K_M mix (tools/gguf_write.py, llama.cpp's quantize "
       "tool's bytes: Q5_0, Q4_K, Q6_K and Q8_0 tensors) as stored with a format per weight matrix, as "
       "tools/export.py prints it (the Q5_0 matrices int6_group<32>, the Q8_0 ones int8_group<32>, the "
-      "Q4_K/Q6_K down projections int6_group_min<16>; stories15M_q4_k_m_int8_a8: the 37th session's alias, "
+      "Q4_K/Q6_K down projections int6_group_min<16, ct::kscale>, the k-quants' two levels; stories15M_q4_k_m_int8_a8: the 37th session's alias, "
       "int8_group<32> and down int8_group_min<16>; stories15M_q4_k_m_one_format_a8: the whole file in "
       "int8_group_min<16>); "
       "the _a8 variants multiply them with int8 activations, as llama.cpp does; stories15M_bf16 has "
