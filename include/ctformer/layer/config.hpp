@@ -154,7 +154,7 @@ template <class D, class... E> struct mix_with<D, entries<E...>> { using type = 
 template <class F, class... More> struct weights {
     static_assert(requires { F::per_word; F::group; },
                   "ctformer: ct::weights<F, ...>: F is a weight format (ct::dense, ct::bf16, ct::int8_per_channel, "
-                  "ct::int8_group<G>, ct::int4_group<G>, ...; ct::f16 is a scale type: ct::int8_group<32, ct::f16>)");
+                  "ct::int8_group<G>, ct::int4_group<G>, ...; ct::f16 and ct::kscale are scale types: ct::int8_group<32, ct::f16>)");
     static_assert(((detail::activation_kind<More> || detail::role_override<More>) && ...),
                   "ctformer: ct::weights<F, A, Overrides...>: A is ct::float_activations or ct::int8_activations, an "
                   "override is ct::q_weights<F2>, k_, v_, o_, gate_, up_, down_ or head_weights<F2>");
