@@ -20,6 +20,10 @@ using Q = ct::DecoderLayer<ct::d_model<16>, ct::heads<2>, ct::ffn_dim<16>,
                                        ct::down_weights<ct::int8_per_channel>, ct::o_weights<ct::bf16>>>;
 Q::Params qparams;
 alignas(Q::Params) unsigned char qbefore[sizeof(Q::Params)];
+// two-level scales (I8 integers and their F16 halves): seed corpus/linear_kscale is its save_state_dict
+using K = ct::LinearParams<float, 8, 256, true, ct::int6_group_min<16, ct::kscale>>;
+K kparams;
+alignas(K) unsigned char kbefore[sizeof(K)];
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -38,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(qbefore, &qparams, sizeof qparams);
     const ct::status qs = ct::load_state_dict(qparams, bytes);
     if (!qs && std::memcmp(qbefore, &qparams, sizeof qparams) != 0) std::abort();
+    std::memcpy(kbefore, &kparams, sizeof kparams);
+    const ct::status ks = ct::load_state_dict(kparams, bytes, "", strict);
+    if (!ks && std::memcmp(kbefore, &kparams, sizeof kparams) != 0) std::abort();
     ct::safetensors::file<16> f;  // the index alone, and reading one tensor by name
     if (f.parse(bytes)) {
         ct::Tensor<float, 8> t;
