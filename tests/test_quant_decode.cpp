@@ -271,8 +271,7 @@ TEST_CASE_TEMPLATE("quant int8: gemm_panels with int8 activations = the dequanti
     if constexpr (Fmt::group == 0) int8_kernel_case<Fmt, NR, 72>();  // K not a multiple of 32: blocks of 8
 }
 TEST_CASE_TEMPLATE("quant int8: two-level scales (ct::kscale: GGUF's Q4_K, Q5_K, Q6_K as stored)", Fmt,
-                   ct::int8_dot<ct::int4_group_min<32, ct::kscale>>, ct::int8_dot<ct::int6_group_min<16, ct::kscale>>,
-                   ct::int8_dot<ct::int6_group<16, ct::kscale>>) {
+                   ct::int8_dot<ct::int4_group_min<32, ct::kscale>>, ct::int8_dot<ct::int6_group_min<16, ct::kscale>>) {
     constexpr std::size_t NR = ct::kernels::gemm_tile<float>::NR;
     int8_kernel_case<Fmt, 3 * NR + 5, 1280>();  // K in two chunks (more in compact builds), an edge panel
     int8_kernel_case<Fmt, 8, 256>();            // one partial panel
