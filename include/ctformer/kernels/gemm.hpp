@@ -528,7 +528,7 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
             for (std::size_t v = 0; v < NV; ++v) simd::store(c + r * ldc + p * NR + v * W, apply_vec<T>(act, acc[r][p][v]));
 }
 
-// A vector of a quantized weight's scales (or minimums) as floats: stored as floats, or as halves.
+// A vector of a quantized weight's scales (or minimums) as floats: stored as floats, halves or int8s.
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const float* p) { return simd::load(p); }
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const std::uint16_t* p) { return simd::load_half(p); }
 [[gnu::always_inline]] inline simd::vec<float> load_scale(const std::int8_t* p) { return simd::load_i8(p); }
