@@ -1,6 +1,8 @@
 // Helpers of the GGUF loading suites (tests/gguf/load.cpp, tests/gguf/kscale.cpp): a small Llama,
 // random weights, and a file read into a weight format as stored against dense weights.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -59,5 +61,21 @@ template <class Q, class D = Wide<>> void as_stored_equals_dense(test::gguf_stor
     REQUIRE(g.parse(bytes).ok());
     REQUIRE(g.find_tensor("blk.0.attn_q.weight")->type == type);
     as_stored_equals_dense<Q, D>(bytes, src);
+}
+// Weight-only logits of Q (its matrices as stored) on 8 tokens (i · mul + add) against the dense
+// model D's: the same numbers, so equal to float rounding.
+template <class D, class Q> void same_logits(const typename D::Params& dense, const typename Q::Params& q, std::size_t mul, std::size_t add) {
+    static typename D::template Workspace<1, 8> dws;
+    static typename Q::template Workspace<1, 8> qws;
+    static ct::Tensor<ct::token, 1, 8> tok;
+    static ct::Tensor<float, 1, 8, 37> a, b;
+    for (std::size_t i = 0; i < 8; ++i) tok.data()[i] = static_cast<ct::token>((i * mul + add) % 37);
+    REQUIRE(D::forward(dense, dws, tok, a).ok());
+    REQUIRE(Q::forward(q, qws, tok, b).ok());
+    double worst = 0, top = 0;
+    for (std::size_t i = 0; i < a.size; ++i)
+        worst = std::max(worst, std::fabs(double(a.data()[i]) - double(b.data()[i]))), top = std::max(top, std::fabs(double(a.data()[i])));
+    INFO("max abs " << worst << " of logits up to " << top);
+    CHECK(worst <= 1e-5 * std::max(1.0, top));
 }
 }  // namespace gguf_test

@@ -52,18 +52,7 @@ TEST_CASE("gguf load: the k-quants into two-level scales (ct::kscale) as stored,
     static KMix::Params m, back;
     REQUIRE(ct::load_gguf(m, g).ok());
     REQUIRE(ct::load_gguf(dense, g).ok());
-    static KWide::Workspace<1, 8> dws;
-    static KMix::Workspace<1, 8> mws;
-    static ct::Tensor<ct::token, 1, 8> tok;
-    static ct::Tensor<float, 1, 8, 37> a, b;
-    for (std::size_t i = 0; i < 8; ++i) tok.data()[i] = static_cast<ct::token>((i * 5 + 2) % 37);
-    REQUIRE(KWide::forward(dense, dws, tok, a).ok());
-    REQUIRE(KMix::forward(m, mws, tok, b).ok());
-    double worst = 0, top = 0;
-    for (std::size_t i = 0; i < a.size; ++i)
-        worst = std::max(worst, std::fabs(double(a.data()[i]) - double(b.data()[i]))), top = std::max(top, std::fabs(double(a.data()[i])));
-    INFO("max abs " << worst << " of logits up to " << top);
-    CHECK(worst <= 1e-5 * std::max(1.0, top));
+    same_logits<KWide, KMix>(dense, m, 5, 2);
     // saved as stored (I8 integers, F16 halves) and read back: the same weights
     std::vector<std::byte> buf(ct::save_state_dict(m, {}).bytes);
     REQUIRE(ct::save_state_dict(m, buf).st.ok());

@@ -276,18 +276,7 @@ TEST_CASE("gguf load: per-tensor formats hold a file that mixes block formats by
     REQUIRE(ct::load_gguf(m, g).ok());
     REQUIRE(ct::load_gguf(dense, g).ok());
     // each matrix in its own format, the same numbers: weight-only logits are the dense model's to float rounding
-    static Wide<>::Workspace<1, 8> dws;
-    static Mixed::Workspace<1, 8> mws;
-    static ct::Tensor<ct::token, 1, 8> tok;
-    static ct::Tensor<float, 1, 8, 37> a, b;
-    for (std::size_t i = 0; i < 8; ++i) tok.data()[i] = static_cast<ct::token>((i * 7 + 3) % 37);
-    REQUIRE(Wide<>::forward(dense, dws, tok, a).ok());
-    REQUIRE(Mixed::forward(m, mws, tok, b).ok());
-    double worst = 0, top = 0;
-    for (std::size_t i = 0; i < a.size; ++i)
-        worst = std::max(worst, std::fabs(double(a.data()[i]) - double(b.data()[i]))), top = std::max(top, std::fabs(double(a.data()[i])));
-    INFO("max abs " << worst << " of logits up to " << top);
-    CHECK(worst <= 1e-5 * std::max(1.0, top));
+    same_logits<Wide<>, Mixed>(dense, m, 7, 3);
     // a matrix whose format cannot hold its tensors (Q4_1's minimum in int8_group<32>): wrong_dtype naming it, nothing written
     static Wide<ct::weights<ct::int8_group<32>>>::Params plain;
     refused_untouched(plain, g, "blk.0.ffn_down.weight: Q4_1 into a quantized weight format");
