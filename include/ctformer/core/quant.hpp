@@ -234,13 +234,24 @@ constexpr std::size_t high_shift(std::size_t k) {
 }  // namespace quant
 
 // A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
+namespace detail {
+// A two-level format's panels' halves (ct::kscale: the scales', the minimums'); nothing for the
+// other formats (an empty member: their panels stay four pointers).
+template <bool TwoLevel> struct super_pointers {
+    const std::uint16_t* scales = nullptr;
+    const std::uint16_t* mins = nullptr;
+    super_pointers at(std::size_t off) const { return {scales ? scales + off : nullptr, mins ? mins + off : nullptr}; }
+};
+template <> struct super_pointers<false> {
+    super_pointers at(std::size_t) const { return {}; }
+};
+}  // namespace detail
 template <class Fmt> struct quant_panels {
     const std::uint32_t* words;
     const scale_t<Fmt>* scales;
     const scale_t<Fmt>* mins = nullptr;   // (has_min<Fmt>: laid out as the scales)
     const std::uint32_t* high = nullptr;  // (has_high_plane<Fmt>: the top bits' words)
-    const std::uint16_t* supers = nullptr;      // (two_level_scales<Fmt>: the scales' halves, a 256 inputs' each)
-    const std::uint16_t* min_supers = nullptr;  // (and the minimums')
+    [[no_unique_address]] detail::super_pointers<two_level_scales<Fmt>> supers{};  // (the halves, a 256 inputs' each)
     // One scale per output (int8_per_channel: applied to the row sums), or none (grouped: per group).
     const float* row_scales() const {
         if constexpr (Fmt::scaled && Fmt::group == 0) return scales;
@@ -251,7 +262,7 @@ template <class Fmt> struct quant_panels {
         constexpr std::size_t NR = panels::gemm_tile<float>::NR;
         const std::size_t sp = Fmt::scaled ? p * (Fmt::group ? K / Fmt::group : 1) * NR : 0, hp = p * (K / kscale::super) * NR;
         return {words + p * (K / Fmt::per_word) * NR, scales + sp, mins ? mins + sp : nullptr, high ? high + p * (K / 16) * NR : nullptr,
-                supers ? supers + hp : nullptr, min_supers ? min_supers + hp : nullptr};
+                supers.at(hp)};
     }
     // The half of the scale at `at` (a group row's lane, as the kernels index scales: whole panels'
     // rows of K / G from here, then a lane).
@@ -300,10 +311,7 @@ template <class Fmt, std::size_t Out, std::size_t In, std::size_t Seg = Out> str
     quant_panels<Fmt> panels(std::size_t s = 0) const {
         quant_panels<Fmt> p{storage + s * segment_words, scales + s * segment_scales, has_min<Fmt> ? mins + s * segment_scales : nullptr,
                             has_high_plane<Fmt> ? storage + segments * segment_words + s * segment_high : nullptr};
-        if constexpr (two_level) {
-            p.supers = super.scales + s * segment_supers;
-            if constexpr (has_min<Fmt>) p.min_supers = super.mins + s * segment_supers;
-        }
+        if constexpr (two_level) p.supers = {super.scales + s * segment_supers, has_min<Fmt> ? super.mins + s * segment_supers : nullptr};
         return p;
     }
 

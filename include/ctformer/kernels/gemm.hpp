@@ -535,11 +535,11 @@ inline void gemv_panel_tile(std::size_t K, const T* a, std::size_t lda, const T*
 // The scales (minimums) of a group row's lanes from `at` of panels w (quant_panels' indexing);
 // two-level scales times their half (exact).
 template <class Fmt> [[gnu::always_inline]] inline simd::vec<float> group_scale(const quant_panels<Fmt>& w, std::size_t at) {
-    if constexpr (two_level_scales<Fmt>) return load_scale(w.scales + at) * simd::load_half(w.supers + w.super_index(at));
+    if constexpr (two_level_scales<Fmt>) return load_scale(w.scales + at) * simd::load_half(w.supers.scales + w.super_index(at));
     else return load_scale(w.scales + at);
 }
 template <class Fmt> [[gnu::always_inline]] inline simd::vec<float> group_min(const quant_panels<Fmt>& w, std::size_t at) {
-    if constexpr (two_level_scales<Fmt>) return load_scale(w.mins + at) * simd::load_half(w.min_supers + w.super_index(at));
+    if constexpr (two_level_scales<Fmt>) return load_scale(w.mins + at) * simd::load_half(w.supers.mins + w.super_index(at));
     else return load_scale(w.mins + at);
 }
 

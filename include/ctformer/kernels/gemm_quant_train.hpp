@@ -25,7 +25,7 @@ inline void gemm_nt_quant(std::size_t M, std::size_t N, std::size_t K, const flo
                           const quant_panels<Fmt>& w, float* c, std::size_t ldc, float* block, float* pack, bool accumulate) {
     if constexpr (Fmt::integer_dot) {  // (int8 activations: the same panels as the weight format's)
         using F = typename Fmt::weight_format;
-        gemm_nt_quant<F>(M, N, K, a, lda, quant_panels<F>{w.words, w.scales, w.mins, w.high, w.supers, w.min_supers}, c, ldc, block,
+        gemm_nt_quant<F>(M, N, K, a, lda, quant_panels<F>{w.words, w.scales, w.mins, w.high, w.supers}, c, ldc, block,
                          pack, accumulate);
     } else {
         using tile = gemm_tile<float>;
