@@ -1,4 +1,4 @@
-// Helpers of the quantized-weight suites (tests/test_quant.cpp, tests/test_quant_models.cpp).
+// Helpers of the quantized-weight suites (tests/test_quant.cpp, tests/test_quant_decode.cpp, tests/quant_models/).
 #pragma once
 #include <cmath>
 #include <cstring>

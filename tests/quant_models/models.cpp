@@ -1,5 +1,5 @@
-// Quantized weights in the models (tests/test_quant.cpp has the storage, kernels, layers and
-// files): a GPT and a Llama with quantized weights against the float models whose weights are the
+// Quantized weights in the models (tests/test_quant.cpp has the storage and kernels, layers.cpp
+// the layer and files, decoding.cpp int8 activations and bf16 caches): a GPT and a Llama with quantized weights against the float models whose weights are the
 // dequantized values — forward logits, step token by token, greedy generation — and their distance
 // to PyTorch's unquantized logits (printed; docs/quantization.md).
 #include "quant_fixture.hpp"
