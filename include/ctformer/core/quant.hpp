@@ -233,7 +233,6 @@ constexpr std::size_t high_shift(std::size_t k) {
 }
 }  // namespace quant
 
-// A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
 namespace detail {
 // A two-level format's panels' halves (ct::kscale: the scales', the minimums'); nothing for the
 // other formats (an empty member: their panels stay four pointers).
@@ -246,6 +245,7 @@ template <> struct super_pointers<false> {
     super_pointers at(std::size_t) const { return {}; }
 };
 }  // namespace detail
+// A quantized weight's panels as the kernels read them: words, scales (and minimums) of one segment onwards.
 template <class Fmt> struct quant_panels {
     const std::uint32_t* words;
     const scale_t<Fmt>* scales;
