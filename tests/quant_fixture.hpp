@@ -1,5 +1,6 @@
 // Helpers of the quantized-weight suites (tests/test_quant.cpp, tests/test_quant_decode.cpp, tests/quant_models/).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -83,6 +84,26 @@ template <class Fmt> const char* fmt_name() {
     else if constexpr (ct::has_min<Fmt>) return "int8_group_min";
     else if constexpr (Fmt::per_word == 4) return "int8_group";
     else return "int4";
+}
+
+// Model M stepped one token at a time through its caches (batch B, T tokens): each step's logits
+// against the forward's row (within tol, what labels them); the worst relative difference.
+template <class M, std::size_t B, std::size_t T, std::size_t V>
+double step_vs_forward(const typename M::Params& p, const ct::Tensor<ct::token, B, T>& tokens,
+                       const ct::Tensor<float, B, T, V>& forward, const char* what, double tol) {
+    static typename M::template KVCache<B, T> cache;
+    static typename M::template StepWorkspace<B, 1> ws;
+    static ct::Tensor<ct::token, B, 1> one;
+    static ct::Tensor<float, B, 1, V> logits;
+    cache.reset();
+    double worst = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
+        REQUIRE(M::step(p, ws, cache, one, logits).ok());
+        for (std::size_t b = 0; b < B; ++b)
+            worst = std::max(worst, check_rel(what, logits.data() + b * V, forward.data() + (b * T + t) * V, V, tol));
+    }
+    return worst;
 }
 
 }  // namespace quant_test

@@ -55,19 +55,7 @@ template <class MQ, class MF> void option_case(const char* what, double fwd_tol,
 
     // step token by token = the forward's rows (int8 activations: the same kernel per row; float
     // roundings upstream may move an activation across a rounding boundary: one step of one block)
-    static typename MQ::template KVCache<B, T> cq;
-    static typename MQ::template StepWorkspace<B, 1> sq;
-    static ct::Tensor<ct::token, B, 1> one;
-    static ct::Tensor<float, B, 1, V> step_logits;
-    cq.reset();
-    double worst_step = 0;
-    for (std::size_t t = 0; t < T; ++t) {
-        for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
-        REQUIRE(MQ::step(q, sq, cq, one, step_logits).ok());
-        for (std::size_t b = 0; b < B; ++b)
-            worst_step = std::max(worst_step, check_rel("step vs forward", step_logits.data() + b * V,
-                                                        lq.data() + (b * T + t) * V, V, step_tol));
-    }
+    const double worst_step = step_vs_forward<MQ>(q, tokens, lq, "step vs forward", step_tol);
     // greedy generation: every token the argmax of the model's own step logits
     static typename MQ::template KVCache<1, MQ::context> gq, sq1;
     static typename MQ::template GenerateWorkspace<4> gw;

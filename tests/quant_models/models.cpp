@@ -35,19 +35,7 @@ void model_case(const char* fixture, const char* what) {
     const double vs_torch = test::compare(lq.data(), torch.data(), lq.size).max_abs / max_abs(torch.data(), torch.size);
 
     // one token at a time through the caches: each row of the forward's logits
-    static typename MQ::template KVCache<B, T> cq;
-    static typename MQ::template StepWorkspace<B, 1> sq;
-    static ct::Tensor<ct::token, B, 1> one;
-    static ct::Tensor<float, B, 1, V> step_logits;
-    cq.reset();
-    double worst_step = 0;
-    for (std::size_t t = 0; t < T; ++t) {
-        for (std::size_t b = 0; b < B; ++b) one.storage[b] = tokens.storage[b * T + t];
-        REQUIRE(MQ::step(q, sq, cq, one, step_logits).ok());
-        for (std::size_t b = 0; b < B; ++b)
-            worst_step = std::max(worst_step, check_rel("step", step_logits.data() + b * V, lq.data() + (b * T + t) * V, V,
-                                                        quant_tol));
-    }
+    const double worst_step = step_vs_forward<MQ>(q, tokens, lq, "step", quant_tol);
     // greedy generation: the same tokens as the dequantized float model's
     static typename MQ::template KVCache<1, MQ::context> gq;
     static typename MD::template KVCache<1, MD::context> gd;
